@@ -20,6 +20,7 @@ from mimir.host.values import (
     FloatV,
     IntV,
     NoneV,
+    ShapeOfV,
     StrV,
     TensorV,
     TupleV,
@@ -398,7 +399,10 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
         return UNKNOWN
     if name in ("size", "shape"):
         if t.shape is None:
-            return UNKNOWN if args else UNKNOWN
+            k = tt.int_lit(tt.arg(args, kwargs, 0, "dim"))
+            if args or "dim" in kwargs:
+                return IntV(None) if k is None else IntV(cx.axis_size(t, k))
+            return ShapeOfV(t)
         if args or "dim" in kwargs:
             d = tt.axis(cx, tt.arg(args, kwargs, 0, "dim"), len(t.shape), "size")
             return IntV(None) if d is None else IntV(t.shape[d])

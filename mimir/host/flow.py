@@ -48,7 +48,9 @@ def segment(lines: list[str], node: ast.AST) -> str:
 
 
 def uninformative(v: Any) -> bool:
-    return v is UNKNOWN or isinstance(v, (NoneV, StrV, BoolV, FloatV, ApiV)) or v == IntV(None)
+    if isinstance(v, IntV):
+        return v.sym is None
+    return v is UNKNOWN or isinstance(v, (NoneV, StrV, BoolV, FloatV, ApiV))
 
 
 def aliases(info: ModuleInfo) -> dict[str, str]:

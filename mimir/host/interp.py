@@ -31,6 +31,7 @@ from mimir.dims import Dim
 from mimir.host import api, kernel_calls, nn
 from mimir.host import torch_table as tt
 from mimir.host.annotations import read_host_annotation
+from mimir.host.assume import variables
 from mimir.host.flow import (
     DEAD,
     aliases,
@@ -48,7 +49,9 @@ from mimir.host.flow import (
     uninformative,
     unpack,
 )
+from mimir.host.modular import Modular
 from mimir.host.rules import RefutedError
+from mimir.host.symbolic import NEVER, Symbolic
 from mimir.host.values import (
     UNKNOWN,
     ApiV,
@@ -64,11 +67,12 @@ from mimir.host.values import (
     MethodV,
     NoneV,
     ObjectV,
+    ShapeOfV,
+    SpreadV,
     StrV,
     Sym,
     TensorV,
     TupleV,
-    agree,
     arith,
     const,
     join,
@@ -77,7 +81,7 @@ from mimir.host.values import (
     show_shape,
 )
 from mimir.parse.module import ModuleInfo
-from mimir.solve.prover import PROVEN, REFUTED, Prover
+from mimir.solve.prover import Prover
 from mimir.solve.z3lib import z3
 
 _MAX_DEPTH = 8
@@ -112,10 +116,14 @@ class _Dataset:
 class _Frame:
     returns: list[Any] = field(default_factory=list)
     generator: bool = False
+    paths: list[Any] = field(default_factory=list)  # the path at each return
 
 
-class HostChecker:
+class HostChecker(Symbolic, Modular):
     def __init__(self, info: ModuleInfo, timeout_ms: int) -> None:
+        self._init_symbolic()
+        self._init_modular()
+        self.budget = _BUDGET
         self.info = info
         self.src = info.source
         self.prover = Prover(timeout_ms=timeout_ms)
@@ -142,64 +150,11 @@ class HostChecker:
     def run(self) -> HostResult:
         tree = self.info.tree
         self.block(tree.body, self.globals, None)
-        self._check_unreached(tree)
+        self.check_every_function(tree)
         diags = sorted(self.found.values(), key=Diagnostic.sort_key)
         return HostResult(diags, len(self.unknown_nodes), self.unproven, self.shapes)
 
-    def _check_unreached(self, tree: ast.Module) -> None:
-        """Functions and classes no call reached: checked once with their annotations."""
-        for stmt in tree.body:
-            if isinstance(stmt, ast.FunctionDef) and stmt.name not in self.kernels:
-                if id(stmt) not in self.reached:
-                    self.call_function(FuncV(stmt), None, None, {}, standalone=True)
-            elif isinstance(stmt, ast.ClassDef) and id(stmt) not in self.instantiated:
-                obj = self.instantiate(ClassV(stmt), None, {}, standalone=True)
-                forward = self._method(stmt, "forward")
-                if (
-                    isinstance(obj, ObjectV)
-                    and forward is not None
-                    and id(forward) not in self.reached
-                ):
-                    self.call_function(FuncV(forward, obj), None, None, {}, standalone=True)
-            elif isinstance(stmt, ast.ClassDef):
-                for fn in stmt.body:
-                    if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
-                        if id(fn) not in self.reached:
-                            obj = ObjectV(stmt)
-                            self.call_function(FuncV(fn, obj), None, None, {}, standalone=True)
-
     # ------------------------------------------------------------ the context rules use
-
-    def need(self, cond: Any, code: str, message: str, shapes: tuple = ()) -> None:
-        if cond is None or cond is True:
-            return
-        if cond is False:
-            raise RefutedError(code, message)
-        symbolic = [
-            s for shape in shapes if shape for s in shape if s is not None and s.value is None
-        ]
-        show = tuple((f"#{k}", s.term) for k, s in enumerate(symbolic))
-        verdict = self.prover.prove(cond, show)
-        if verdict.status == PROVEN:
-            return
-        if verdict.status == REFUTED:
-            cex = tuple(kv for kv in verdict.counterexample if not kv[0].startswith("#"))
-            values = dict(kv for kv in verdict.counterexample if kv[0].startswith("#"))
-            note = None
-            if values:
-                by_sym = {id(s): values[f"#{k}"] for k, s in enumerate(symbolic)}
-                shown = [
-                    "["
-                    + ", ".join(
-                        "?" if s is None else str(by_sym.get(id(s), s.value)) for s in shape
-                    )
-                    + "]"
-                    for shape in shapes
-                    if shape is not None
-                ]
-                note = f"(then {' and '.join(shown)})"
-            raise RefutedError(code, message, cex, note=note)
-        self.unproven += 1  # unknown to Z3: never reported as an error
 
     def warn(self, code: str, message: str) -> None:
         if self._node is not None:
@@ -251,6 +206,7 @@ class HostChecker:
             labels=err.labels,
             counterexample=err.counterexample,
             counterexample_note=err.note if err.counterexample else None,
+            extra_why=err.why,
         )
 
     # ------------------------------------------------------------ statements
@@ -263,6 +219,7 @@ class HostChecker:
 
     def statement(self, stmt: ast.stmt, env: dict, frame: _Frame | None) -> None:
         self.steps += 1
+        self.env = env
         if isinstance(stmt, ast.FunctionDef):
             top = frame is None and stmt.name in self.kernels
             env[stmt.name] = KernelV(stmt.name) if top else FuncV(stmt)
@@ -292,7 +249,10 @@ class HostChecker:
             value = self.expr(stmt.value, env) if stmt.value is not None else NoneV()
             if frame is not None:
                 frame.returns.append(value)
+                frame.paths.append(self.path)
             env[DEAD] = True
+        elif isinstance(stmt, ast.Assert):
+            self.assertTrue(stmt, self.expr(stmt.test, env))
         elif isinstance(stmt, ast.If):
             self.if_(stmt, env, frame)
         elif isinstance(stmt, (ast.For, ast.While)):
@@ -344,6 +304,10 @@ class HostChecker:
         return ApiV(name)
 
     def bind(self, target: ast.expr, value: Any, env: dict) -> None:
+        if isinstance(target, ast.Name) and isinstance(value, TensorV) and value.shape is None:
+            value = self.new_origin(value)
+        if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ShapeOfV, SpreadV)):
+            value = self._unpack_shape(target, value)
         if isinstance(target, ast.Name):
             env[target.id] = value
             if isinstance(value, TensorV):  # hover: what every context agrees on
@@ -377,6 +341,52 @@ class HostChecker:
             ):
                 env[target.value.id] = UNKNOWN  # a list or dict item changed
 
+    def _unpack_shape(self, target: ast.Tuple | ast.List, value: ShapeOfV | SpreadV) -> Any:
+        """`B, T, C = x.shape` (or `*_, H, W = x.shape`) of a tensor of unknown rank."""
+        before: tuple = value.before if isinstance(value, SpreadV) else ()
+        after: tuple = value.after if isinstance(value, SpreadV) else ()
+        shape = value.shape if isinstance(value, SpreadV) else value
+        elts = target.elts[len(before) : len(target.elts) - len(after)]
+        names = tuple(e.id if isinstance(e, ast.Name) else "" for e in elts)
+        stars = [k for k, e in enumerate(elts) if isinstance(e, ast.Starred)]
+        t = shape.tensor
+        if not stars:
+            t = self.refine(t, len(elts), names)
+            if t.shape is None or len(t.shape) != len(elts):
+                return UNKNOWN
+            sizes: list[Any] = [IntV(s) for s in t.shape]
+        elif len(stars) == 1:
+            k = stars[0]
+            head = [IntV(self.axis_size(t, i, shape.label)) for i in range(k)]
+            rest = len(elts) - k - 1
+            tail = [IntV(self.axis_size(t, i, shape.label)) for i in range(-rest, 0)]
+            sizes = [*head, UNKNOWN, *tail]
+        else:
+            return UNKNOWN
+        return TupleV((*before, *sizes, *after))
+
+    def assert_(self, stmt: ast.Assert, value: Any) -> None:
+        """`assert cond` on sizes: an error when it can never hold, else assumed."""
+        term = value.term if isinstance(value, BoolV) else None
+        if term is None:
+            return
+        text = segment(self.src.lines, stmt.test)
+        if len(text) > 60:
+            text = text[:57] + "..."
+        cond = self.path.substitute(term)
+        if z3.is_true(cond):
+            return
+        if z3.is_false(cond) or self.prover.satisfiable(cond, self.path.assumed) == z3.unsat:
+            why = None if not variables(cond) else NEVER
+            self.report(
+                RefutedError("GPU107", f"`assert {text}` never holds", labels=self.stated, why=why),
+                stmt.test,
+            )
+            if self.env is not None:
+                self.env[DEAD] = True  # what follows never runs
+            return
+        self._assume(cond)
+
     def _rebind(self, target: ast.expr, value: Any, env: dict) -> None:
         """A value changed in place: a name or `self.attr` now holds `value`."""
         if isinstance(target, ast.Name):
@@ -387,18 +397,41 @@ class HostChecker:
                 base.attrs[target.attr] = value
 
     def if_(self, stmt: ast.If, env: dict, frame: _Frame | None) -> None:
-        truth = truth_of(self.expr(stmt.test, env))
+        test = self.expr(stmt.test, env)
+        truth = truth_of(test)
+        term = test.term if isinstance(test, BoolV) else None
+        if truth is None and term is not None:
+            truth = self.holds(term)
         if truth is True:
             self.block(stmt.body, env, frame)
             return
         if truth is False:
             self.block(stmt.orelse, env, frame)
             return
-        paths = []
-        for body in (stmt.body, stmt.orelse):
+        base = self.path
+        objects = _objects(env)
+        before = [dict(o.attrs) for o in objects]
+        paths, ends, attrs = [], [], []
+        conds = (term, z3.Not(term)) if term is not None else (None, None)
+        for body, cond in zip((stmt.body, stmt.orelse), conds, strict=True):
             branch = dict(env)
+            self.path = base
+            for o, b in zip(objects, before, strict=True):
+                o.attrs = dict(b)
+            if cond is not None:
+                if not self.feasible(cond):
+                    continue  # no size this path admits takes this branch
+                self._assume(cond)
             self.block(body, branch, frame)
+            self.env = env
             paths.append(branch)
+            ends.append(self.path)
+            attrs.append([o.attrs for o in objects])
+        live = [k for k, e in enumerate(paths) if not e.get(DEAD)]
+        self.path = self.join_paths([ends[k] for k in live]) if live else base
+        for i, o in enumerate(objects):
+            o.attrs = join_envs([attrs[k][i] for k in live]) if live else before[i]
+            o.attrs.pop(DEAD, None)
         replace_env(env, join_envs(paths))
 
     def loop(self, stmt: ast.For | ast.While, env: dict, frame: _Frame | None) -> None:
@@ -419,27 +452,30 @@ class HostChecker:
             item = None
         entry = dict(env)
         state = dict(env)
+        entry_path = self.path
         for rounds in range(_LOOP_ROUNDS + 1):
             body = dict(state)
             body.pop(DEAD, None)
+            self.path = entry_path  # what one iteration assumes need not hold after it
             if item is not None:
                 self.bind(stmt.target, item, body)  # type: ignore[union-attr]
             self.block(stmt.body, body, frame)
+            self.env = env
             body.pop(DEAD, None)
             new = join_envs([state, body])
             if envs_agree(new, state):
                 break
             state = new
             if rounds == _LOOP_ROUNDS - 1:  # widen what still changes
-                state = {k: v if agree(v, entry.get(k, v)) else UNKNOWN for k, v in state.items()}
-        if isinstance(stmt, ast.While) and isinstance(stmt.test, ast.Constant) and stmt.test.value:
-            state = {k: v for k, v in state.items()}
+                state = {k: self.widen(v, entry.get(k, v)) for k, v in state.items()}
+        self.path = entry_path
         replace_env(env, state)
         self.block(stmt.orelse, env, frame)
 
     def try_(self, stmt: ast.Try, env: dict, frame: _Frame | None) -> None:
         paths = []
         body = dict(env)
+        entry_path = self.path
         caught = bool(stmt.handlers)  # a crash in the body is handled, not a crash of the run
         self.quiet += caught
         try:
@@ -447,15 +483,22 @@ class HostChecker:
         finally:
             self.quiet -= caught
         self.block(stmt.orelse, body, frame)
+        self.env = env
         paths.append(body)
+        ends = [self.path]
         for handler in stmt.handlers:
+            self.path = entry_path
             h = {k: (v if k in env else UNKNOWN) for k, v in body.items()}
             h.update({k: join(v, body.get(k, v)) for k, v in env.items()})
             h.pop(DEAD, None)
             if handler.name:
                 h[handler.name] = UNKNOWN
             self.block(handler.body, h, frame)
+            self.env = env
             paths.append(h)
+            ends.append(self.path)
+        live = [p for p, e in zip(ends, paths, strict=True) if not e.get(DEAD)]
+        self.path = self.join_paths(live) if live else entry_path
         replace_env(env, join_envs(paths))
         self.block(stmt.finalbody, env, frame)
 
@@ -584,7 +627,9 @@ class HostChecker:
             return self._api(f"{base.name}.{attr}")
         if isinstance(base, TensorV):
             if attr == "shape":
-                return UNKNOWN if base.shape is None else TupleV(tuple(IntV(s) for s in base.shape))
+                if base.shape is None:
+                    return ShapeOfV(self.current(base), _label(node.value))
+                return TupleV(tuple(IntV(s) for s in base.shape))
             if attr in ("T", "mT"):
                 return self.guard(node, lambda: api.call_method(self, base, attr, [], {}))
             if attr == "ndim":
@@ -622,6 +667,8 @@ class HostChecker:
     def subscript(self, node: ast.Subscript, env: dict) -> Any:
         base = self.expr(node.value, env)
         index = self.index(node.slice, env)
+        if isinstance(base, ShapeOfV):
+            return self._shape_item(base, index)
         if isinstance(base, TensorV):
             return self.guard(node, lambda: tt.subscript(self, base, index))
         if isinstance(base, TupleV):
@@ -644,6 +691,22 @@ class HostChecker:
             assert k is not None
             if -len(base.items) <= k < len(base.items):
                 return base.items[k]
+        return UNKNOWN
+
+    def _shape_item(self, shape: ShapeOfV, index: Any) -> Any:
+        """`x.shape[k]`, `x.shape[-2:]`, `x.shape[:2]` of a tensor of unknown rank."""
+        t = shape.tensor
+        if isinstance(index, IntV) and literal(index.sym) is not None:
+            k = literal(index.sym)
+            assert k is not None
+            return IntV(self.axis_size(t, k, shape.label))
+        if isinstance(index, tt.SliceV) and index.step is None:
+            lo = None if index.start is None else literal(index.start)
+            hi = None if index.stop is None else literal(index.stop)
+            if index.stop is None and lo is not None and lo < 0:
+                return TupleV(tuple(IntV(self.axis_size(t, k, shape.label)) for k in range(lo, 0)))
+            if index.start is None and hi is not None and hi >= 0:
+                return TupleV(tuple(IntV(self.axis_size(t, k, shape.label)) for k in range(hi)))
         return UNKNOWN
 
     def index(self, node: ast.expr, env: dict) -> Any:
@@ -970,7 +1033,7 @@ class HostChecker:
         fn = f.node
         if (
             self.depth >= _MAX_DEPTH
-            or self.steps > _BUDGET
+            or self.steps > self.budget
             or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn))
         ):
             return UNKNOWN
@@ -991,39 +1054,45 @@ class HostChecker:
             params = params[1:]
         defaults = fn.args.defaults
         first_default = len(params) - len(defaults)
-        for k, p in enumerate(params):
-            if k < len(positional):
+        kw_defaults = dict(
+            zip((p.arg for p in fn.args.kwonlyargs), fn.args.kw_defaults, strict=True)
+        )
+        for k, p in enumerate([*params, *fn.args.kwonlyargs]):
+            default = (
+                defaults[k - first_default]
+                if first_default <= k < len(params)
+                else kw_defaults.get(p.arg)
+            )
+            if k < len(positional) and k < len(params):
                 value = positional[k]
             elif p.arg in kwargs:
                 value = kwargs[p.arg]
-            elif k >= first_default and args is not None:
-                value = self.expr(defaults[k - first_default], self.globals)
+            elif args is None:
+                value = self.param_value(fn, p, default, f.owner)
+            elif default is not None:
+                value = self.expr(default, self.globals)
             else:
-                value = UNKNOWN
-            if args is None or value is UNKNOWN:
-                annotated = self.annotation(p.annotation)
-                if annotated is not UNKNOWN:
-                    value = annotated
+                value = self.annotation(p.annotation)
+            if isinstance(value, TensorV) and value.shape is None:
+                value = self.new_origin(value)
             env[p.arg] = value
-        for p, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True):
-            if p.arg in kwargs:
-                env[p.arg] = kwargs[p.arg]
-            elif d is not None and args is not None:
-                env[p.arg] = self.expr(d, self.globals)
-            else:
-                env[p.arg] = self.annotation(p.annotation)
         if fn.args.vararg is not None:
             env[fn.args.vararg.arg] = UNKNOWN
         if fn.args.kwarg is not None:
             env[fn.args.kwarg.arg] = UNKNOWN
         frame = _Frame()
         self.depth += 1
+        caller = self.env
         try:
             self.block(fn.body, env, frame)
         finally:
             self.depth -= 1
+            self.env = caller
         if not env.get(DEAD):
             frame.returns.append(NoneV())
+            frame.paths.append(self.path)
+        if frame.paths:
+            self.path = self.join_paths(frame.paths)
         result = frame.returns[0] if frame.returns else UNKNOWN  # every path raised
         for r in frame.returns[1:]:
             result = join(result, r)
@@ -1094,6 +1163,24 @@ class HostChecker:
 
     def kernel_call(self, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
         return kernel_calls.kernel_call(self, name, args, kwargs, node)
+
+
+def _label(node: ast.expr) -> str:
+    """How a tensor is written, to name the sizes read from it (`x`, `self.w`)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return "x"
+
+
+def _objects(env: dict) -> list[ObjectV]:
+    """The instances a scope holds (`self`): their attributes are joined like variables."""
+    seen: dict[int, ObjectV] = {}
+    for v in env.values():
+        if isinstance(v, ObjectV):
+            seen.setdefault(id(v), v)
+    return list(seen.values())
 
 
 def _expects_error(node: ast.expr) -> bool:

@@ -39,11 +39,20 @@ UNKNOWN = Unknown()
 
 @dataclass(frozen=True)
 class TensorV:
-    """A tensor: shape None when even the rank is unknown; dtype None when unknown."""
+    """A tensor: shape None when even the rank is unknown; dtype None when unknown.
+
+    When the rank is unknown, `tail` holds the sizes of the last axes that are known
+    (`Linear(d, 10)` applied to anything gives `[..., 10]`), and `origin` names the
+    shape: every value of one origin (a parameter, its casts, what an element-wise op
+    makes of it) has the same shape, so a size read from one (`x.shape[-1]`) or a rank
+    fixed by one (`B, T, C = x.shape`) holds for all of them.
+    """
 
     shape: Shape | None
     dtype: str | None = None
     lib: str = "torch"  # "torch" | "numpy" | "mimir"
+    tail: Shape = ()
+    origin: int | None = None
 
     @property
     def rank(self) -> int | None:
@@ -53,24 +62,37 @@ class TensorV:
         return TensorV(None if shape is None else tuple(shape), self.dtype, self.lib)
 
     def with_dtype(self, dtype: str | None) -> TensorV:
-        return TensorV(self.shape, dtype, self.lib)
+        return TensorV(self.shape, dtype, self.lib, self.tail, self.origin)
+
+    def with_tail(self, tail: Shape) -> TensorV:
+        """A tensor of unknown rank whose last axes are `tail`."""
+        return TensorV(None, self.dtype, self.lib, tuple(tail))
+
+    @property
+    def last(self) -> Shape:
+        """The trailing sizes known: the whole shape, or the tail when the rank is unknown."""
+        return self.shape if self.shape is not None else self.tail
 
 
 @dataclass(frozen=True)
 class IntV:
-    """A Python int whose value is a size expression (None: an int we cannot know)."""
+    """A Python int whose value is a size expression (None: an int we cannot know).
+
+    `maybe_none`: a parameter nobody annotated, which the caller may pass as None."""
 
     sym: Size
+    maybe_none: bool = False
 
 
 @dataclass(frozen=True)
 class FloatV:
-    pass
+    value: float | None = None  # known when computed from literals (`int(2 * d / 3)`)
 
 
 @dataclass(frozen=True)
 class BoolV:
     value: bool | None = None
+    term: Any = field(default=None, compare=False)  # a Z3 condition over sizes, when symbolic
 
 
 @dataclass(frozen=True)
@@ -148,6 +170,42 @@ class MethodV:
 
     receiver: Any
     name: str
+
+
+@dataclass(frozen=True)
+class OptionalV:
+    """A parameter that may be None (`mask=None`, `Optional[Tensor]`).
+
+    `if mask is not None:` narrows it to `value` in the branch that runs with it and to
+    None in the other; any other use sees `value`."""
+
+    value: Any
+
+
+@dataclass
+class ConfigV:
+    """A configuration object nobody stated (`config` given to `__init__`): every
+    attribute read is a free size of its own (`config.n_embd`), the same at each read."""
+
+    name: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ShapeOfV:
+    """`x.shape` of a tensor whose rank is unknown: unpacking it fixes the rank."""
+
+    tensor: TensorV
+    label: str = "x"  # how the tensor is written, to name the sizes read from it
+
+
+@dataclass(frozen=True)
+class SpreadV:
+    """`(*x.shape, h)` of a tensor of unknown rank: unpacking it fixes the rank."""
+
+    before: tuple[Any, ...]
+    shape: ShapeOfV
+    after: tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -244,11 +302,16 @@ def join(a: Any, b: Any) -> Any:
         dtype = a.dtype if a.dtype == b.dtype else None
         lib = a.lib if a.lib == b.lib else "torch"
         if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
-            return TensorV(None, dtype, lib)
+            origin = a.origin if a.origin == b.origin and a.shape is None else None
+            return TensorV(None, dtype, lib, _common_tail(a.last, b.last), origin)
         shape = tuple(x if same(x, y) else None for x, y in zip(a.shape, b.shape, strict=True))
         return TensorV(shape, dtype, lib)
     if isinstance(a, IntV) and isinstance(b, IntV):
-        return a if same(a.sym, b.sym) else IntV(None)
+        if same(a.sym, b.sym):
+            return a if a.maybe_none or not b.maybe_none else b
+        return IntV(None)
+    if isinstance(a, FloatV) and isinstance(b, FloatV):
+        return FloatV()
     if isinstance(a, TupleV) and isinstance(b, TupleV) and len(a.items) == len(b.items):
         return TupleV(tuple(join(x, y) for x, y in zip(a.items, b.items, strict=True)), a.is_list)
     if isinstance(a, BoolV) and isinstance(b, BoolV):
@@ -262,7 +325,9 @@ def agree(a: Any, b: Any) -> bool:
         if a.dtype != b.dtype or (a.shape is None) != (b.shape is None):
             return False
         if a.shape is None or b.shape is None:
-            return True
+            return len(a.tail) == len(b.tail) and all(
+                same(x, y) for x, y in zip(a.tail, b.tail, strict=True)
+            )
         return len(a.shape) == len(b.shape) and all(
             (x is None and y is None) or same(x, y) for x, y in zip(a.shape, b.shape, strict=True)
         )
@@ -273,3 +338,13 @@ def agree(a: Any, b: Any) -> bool:
             agree(x, y) for x, y in zip(a.items, b.items, strict=True)
         )
     return a is b or a == b
+
+
+def _common_tail(a: Shape, b: Shape) -> Shape:
+    """The trailing sizes two shapes agree on (a join of tensors of different ranks)."""
+    out: list[Size] = []
+    for x, y in zip(reversed(a), reversed(b), strict=False):
+        if not same(x, y):
+            break
+        out.append(x)
+    return tuple(reversed(out))

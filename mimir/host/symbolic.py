@@ -1,0 +1,224 @@
+"""Sizes nobody stated: free symbols, what a path assumes of them, and shapes of unknown rank.
+
+The host interpreter mixes this in. Two kinds of symbolic size meet here:
+
+- a *contract* size: a `Dim` of an annotation, a jaxtyping name, a data loader's last
+  batch. A requirement over contract sizes must hold for every size the contract admits;
+  when it does not, the solver's model is the counterexample.
+- a *free* size: what nobody wrote down — the sizes of a tensor parameter without an
+  annotation, an `int` parameter, a constructor argument without a stated value. The
+  first demand made of a free size is assumed for the rest of the path
+  (`mimir.host.assume`); a demand is an error only when it contradicts what the path
+  assumed for every size: it can never succeed.
+
+A tensor whose rank is unknown has an *origin*: the sizes of its last axes, read as
+`x.shape[-1]` or demanded by a layer, are free symbols recorded per origin (so every
+read gives the same symbol), and a statement that fixes the rank (`B, T, C = x.shape`)
+gives every value of that origin in the current scope the full shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mimir.diagnostics.diagnostic import Label
+from mimir.host.assume import Path, join_paths, variables
+from mimir.host.rules import RefutedError
+from mimir.host.values import UNKNOWN, IntV, Shape, Size, Sym, TensorV
+from mimir.solve.prover import PROVEN, REFUTED, Prover
+from mimir.solve.z3lib import z3
+
+NEVER = "it fails for every size the code admits"
+
+
+class Symbolic:
+    """State and rules for symbolic sizes; `HostChecker` inherits them."""
+
+    prover: Prover
+    path: Path
+    free: set[str]
+    env: dict | None
+    unproven: int
+    stated: tuple[Label, ...]  # where the configuration being checked is stated
+
+    def _init_symbolic(self) -> None:
+        self.path = Path()
+        self.free = set()
+        self.env = None
+        self._tails: dict[int, list[Sym]] = {}  # origin -> sizes of its last axes, last first
+        self._heads: dict[int, list[Sym]] = {}  # origin -> sizes of its first axes
+        self._origins = 0
+        self._names: dict[str, int] = {}
+        self.stated = ()
+
+    # ------------------------------------------------------------ symbols
+
+    def free_size(self, text: str, lo: int = 1) -> Sym:
+        """A new free size `>= lo`, shown to the user as `text`."""
+        count = self._names.get(text, 0)
+        self._names[text] = count + 1
+        name = text if count == 0 else f"{text}#{count}"
+        var = z3.Int(name)
+        self.prover.add_fact(var >= lo, None)
+        self.free.add(name)
+        return Sym(var, text, prec=3 if text.isidentifier() else 0)
+
+    def new_origin(self, t: TensorV) -> TensorV:
+        """`t` with an origin of its own (a value bound to a name, a parameter)."""
+        if t.shape is not None or t.origin is not None:
+            return t
+        self._origins += 1
+        self._tails[self._origins] = list(reversed(t.tail))
+        return TensorV(None, t.dtype, t.lib, t.tail, self._origins)
+
+    def current(self, t: TensorV) -> TensorV:
+        """`t` with every last-axis size its origin has recorded."""
+        if t.shape is not None or t.origin is None:
+            return t
+        tail = self._tails.get(t.origin, [])
+        if len(tail) <= len(t.tail):
+            return t
+        return TensorV(None, t.dtype, t.lib, tuple(reversed(tail)), t.origin)
+
+    def axis_size(self, t: TensorV, k: int, label: str = "x") -> Size:
+        """The size of axis `k` (negative from the end); a free symbol when not known."""
+        if t.shape is not None:
+            return t.shape[k] if -len(t.shape) <= k < len(t.shape) else None
+        if k < 0:
+            if -k <= len(t.tail):
+                return t.tail[k]
+            if t.origin is None:
+                return self.free_size(f"{label}.shape[{k}]")
+            tail = self._tails.setdefault(t.origin, list(reversed(t.tail)))
+            while len(tail) < -k:
+                tail.append(self.free_size(f"{label}.shape[{-len(tail) - 1}]"))
+            return tail[-k - 1]
+        if t.origin is None:
+            return self.free_size(f"{label}.shape[{k}]")
+        head = self._heads.setdefault(t.origin, [])
+        while len(head) <= k:
+            head.append(self.free_size(f"{label}.shape[{len(head)}]"))
+        return head[k]
+
+    def tail_of(self, t: TensorV, n: int, label: str = "x") -> Shape | None:
+        """The last `n` sizes of `t` (free symbols where unknown); None if its rank is less."""
+        if t.shape is not None:
+            return t.shape[len(t.shape) - n :] if len(t.shape) >= n else None
+        return tuple(self.axis_size(t, k, label) for k in range(-n, 0))
+
+    def refine(self, t: TensorV, rank: int, names: tuple[str, ...] = ()) -> TensorV:
+        """`t` of unknown rank, given `rank` by a demand that fixes it; rebinds its origin.
+
+        `names` names the sizes where the code does (`B, T, C = x.shape`)."""
+        if t.shape is not None:
+            return t
+        t = self.current(t)
+        if len(t.tail) > rank:
+            return t  # the caller reports the rank mismatch
+        shape: list[Size] = [None] * rank
+        for k, s in enumerate(t.tail):
+            shape[rank - len(t.tail) + k] = s
+        heads = self._heads.get(t.origin, []) if t.origin is not None else []
+        for k, s in enumerate(heads[:rank]):
+            if shape[k] is None:
+                shape[k] = s
+            elif shape[k] is not s:
+                self._assume(shape[k].term == s.term)
+        for k in range(rank):
+            if shape[k] is None:
+                text = names[k] if k < len(names) and names[k].isidentifier() else None
+                shape[k] = self.free_size(text or f"x.shape[{k}]")
+                if t.origin is not None:
+                    self._record_tail(t.origin, rank, k, shape[k])
+        new = TensorV(tuple(shape), t.dtype, t.lib, origin=t.origin)
+        if t.origin is not None and self.env is not None:
+            for key, v in list(self.env.items()):
+                if isinstance(v, TensorV) and v.origin == t.origin and v.shape is None:
+                    self.env[key] = TensorV(new.shape, v.dtype, v.lib, origin=t.origin)
+        return new
+
+    def _record_tail(self, origin: int, rank: int, k: int, s: Sym) -> None:
+        tail = self._tails.setdefault(origin, [])
+        if len(tail) == rank - k - 1:  # extends the known tail by one axis
+            tail.append(s)
+
+    def _assume(self, cond: Any) -> None:
+        self.path = self.path.assume(cond, self.free)
+
+    # ------------------------------------------------------------ requirements
+
+    def need(self, cond: Any, code: str, message: str, shapes: tuple = ()) -> None:
+        if cond is None or cond is True:
+            return
+        if cond is False:
+            raise RefutedError(code, message, labels=self.stated)
+        cond = self.path.substitute(cond)
+        if z3.is_true(cond):
+            return
+        names = variables(cond)
+        if z3.is_false(cond):
+            raise RefutedError(code, message, labels=self.stated, why=NEVER)
+        if names & self.free:
+            status = self.prover.satisfiable(cond, self.path.assumed)
+            if status == z3.unsat:
+                raise RefutedError(code, message, labels=self.stated, why=NEVER)
+            if status == z3.sat:
+                self._assume(cond)
+            else:
+                self.unproven += 1
+            return
+        symbolic = [
+            s for shape in shapes if shape for s in shape if s is not None and s.value is None
+        ]
+        show = tuple((f"#{k}", s.term) for k, s in enumerate(symbolic))
+        verdict = self.prover.prove(cond, show, self.path.assumed)
+        if verdict.status == PROVEN:
+            return
+        if verdict.status == REFUTED:
+            cex = tuple(kv for kv in verdict.counterexample if not kv[0].startswith("#"))
+            values = dict(kv for kv in verdict.counterexample if kv[0].startswith("#"))
+            note = None
+            if values:
+                by_sym = {id(s): values[f"#{k}"] for k, s in enumerate(symbolic)}
+                shown = [
+                    "["
+                    + ", ".join(
+                        "?" if s is None else str(by_sym.get(id(s), s.value)) for s in shape
+                    )
+                    + "]"
+                    for shape in shapes
+                    if shape is not None
+                ]
+                note = f"(then {' and '.join(shown)})"
+            raise RefutedError(code, message, cex, labels=self.stated, note=note)
+        self.unproven += 1  # unknown to Z3: never reported as an error
+
+    def holds(self, cond: Any) -> bool | None:
+        """Whether `cond` holds on this path for every size (None: not known)."""
+        if cond is None or isinstance(cond, bool):
+            return cond
+        cond = self.path.substitute(cond)
+        if z3.is_true(cond):
+            return True
+        if z3.is_false(cond):
+            return False
+        return None
+
+    def feasible(self, cond: Any) -> bool:
+        """Whether some sizes this path admits make `cond` true (a branch that can run)."""
+        cond = self.path.substitute(cond)
+        if z3.is_false(cond):
+            return False
+        if z3.is_true(cond):
+            return True
+        return self.prover.satisfiable(cond, self.path.assumed) != z3.unsat
+
+    def join_paths(self, paths: list[Path]) -> Path:
+        return join_paths(paths)
+
+
+def size_value(v: Any) -> Size:
+    return v.sym if isinstance(v, IntV) else None
+
+
+_ = UNKNOWN
