@@ -104,8 +104,8 @@ def test_data_loader_batches_are_exact() -> None:
         # a branch whose sides disagree leaves the size unknown
         "import torch\nimport sys\nn = 3 if sys.argv else 4\nx = torch.randn(n, 4)\n"
         "y = x.view(3, 4)\n",
-        # a loop that grows a tensor widens to unknown instead of unrolling
-        "import torch\nx = torch.randn(1, 4)\nfor _ in range(10):\n"
+        # a loop run an unknown number of times that grows a tensor widens instead of unrolling
+        "import sys\nimport torch\nx = torch.randn(1, 4)\nfor _ in range(len(sys.argv)):\n"
         "    x = torch.cat([x, torch.randn(1, 4)], 0)\ny = x.view(2, -1, 4)\n",
         # squeeze of a symbolic size is left unknown (torch squeezes only size 1)
         "import torch\ndef f(n: int):\n"
@@ -114,6 +114,15 @@ def test_data_loader_batches_are_exact() -> None:
 )
 def test_unknown_is_never_an_error(src: str) -> None:
     assert _messages(src) == []
+
+
+def test_loop_over_a_literal_range_is_unrolled() -> None:
+    src = (
+        "import torch\nx = torch.randn(1, 4)\nfor _ in range(10):\n"
+        "    x = torch.cat([x, torch.randn(1, 4)], 0)\ny = x.view(2, -1, 4)\nz = x.view(11, 4)\n"
+    )
+    ((line, code, message),) = _messages(src)
+    assert (line, code) == (5, "GPU013") and "44 is not a multiple of 8" in message
 
 
 def test_loop_over_module_list_is_exact() -> None:

@@ -224,6 +224,13 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
         if isinstance(data, TensorV):
             return TensorV(data.shape, dtype or data.dtype, lib)
         return tt.from_data(data, lib, dtype)
+    if short in ("outer", "ger") and len(args) == 2:
+        a, b = tt.tensor(args[0]), tt.tensor(args[1])
+        if a is None or b is None:
+            return UNKNOWN
+        n = a.shape[0] if a.shape is not None and len(a.shape) == 1 else None
+        m = b.shape[0] if b.shape is not None and len(b.shape) == 1 else None
+        return TensorV((n, m), tt.promote(a, b), lib)
     if short == "arange":
         return tt.arange(args, kwargs, lib)
     if short in ("eye", "identity"):
@@ -277,6 +284,7 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
         "unsqueeze",
         "split",
         "chunk",
+        "unbind",
         "argmax",
         "argmin",
         "sum",
@@ -479,6 +487,8 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
             return UNKNOWN  # numpy's split takes a section count or split points
         size = tt.arg(args, kwargs, 0, "split_size_or_sections" if name == "split" else "chunks")
         return tt.split(cx, t, size, tt.arg(args, kwargs, 1, "dim"), name == "chunk")
+    if name == "unbind":
+        return tt.unbind(cx, t, tt.arg(args, kwargs, 0, "dim"))
     if name in ("matmul", "mm", "dot", "__matmul__"):
         return tt.matmul(cx, t, args[0] if args else UNKNOWN)
     if name == "bmm":

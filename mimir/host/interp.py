@@ -50,34 +50,45 @@ from mimir.host.flow import (
     unpack,
 )
 from mimir.host.modular import Modular
+from mimir.host.pybuiltins import PyBuiltins
 from mimir.host.rules import RefutedError
-from mimir.host.symbolic import NEVER, Symbolic
+from mimir.host.summaries import fingerprint, summarisable
+from mimir.host.symbolic import NEVER, SAT_RLIMIT, Symbolic
 from mimir.host.values import (
     UNKNOWN,
     ApiV,
     BoolV,
     ClassV,
+    ConfigV,
+    DictV,
     DTypeV,
     FloatV,
     FuncV,
     IntV,
     KernelV,
+    LambdaV,
     LayerV,
     LoaderV,
     MethodV,
     NoneV,
     ObjectV,
+    OptionalV,
+    PartialV,
     ShapeOfV,
     SpreadV,
     StrV,
+    SuperV,
     Sym,
     TensorV,
     TupleV,
+    agree,
     arith,
     const,
+    eq,
     join,
     literal,
     product,
+    same,
     show_shape,
 )
 from mimir.parse.module import ModuleInfo
@@ -90,6 +101,9 @@ _LOOP_ROUNDS = 4
 _UNROLL = 32
 _BUILTIN_ITERS = {"range", "enumerate", "zip", "reversed", "sorted"}
 _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "add_module"}
+OPEN = "**"  # the keyword a layer built with unreadable `**kwargs` gets
+_BUILD_LAYER = "<build layer>"
+_LIBRARIES = ("torch", "numpy", "jaxtyping", "mimir", "functools", "math", "einops")
 _MODULE_SELF = {"to", "cuda", "cpu", "train", "eval", "float", "double", "half", "requires_grad_"}
 _DTYPE_NAMES = {
     **tt.DTYPE_ALIASES,
@@ -119,11 +133,20 @@ class _Frame:
     paths: list[Any] = field(default_factory=list)  # the path at each return
 
 
-class HostChecker(Symbolic, Modular):
+class HostChecker(Symbolic, Modular, PyBuiltins):
     def __init__(self, info: ModuleInfo, timeout_ms: int) -> None:
         self._init_symbolic()
         self._init_modular()
         self.budget = _BUDGET
+        self.loop_depth = 0  # fixpoint loops running: what they change is not counted
+        self._current: list[tuple[ast.FunctionDef, Any]] = []  # functions running, innermost last
+        self._class_of = {
+            id(fn): cls
+            for cls in ast.walk(info.tree)
+            if isinstance(cls, ast.ClassDef)
+            for fn in cls.body
+            if isinstance(fn, ast.FunctionDef)
+        }
         self.info = info
         self.src = info.source
         self.prover = Prover(timeout_ms=timeout_ms)
@@ -143,6 +166,7 @@ class HostChecker(Symbolic, Modular):
         self.steps = 0
         self.quiet = 0  # inside code that expects an error (try/except, pytest.raises)
         self._memo: dict[tuple, Any] = {}
+        self._summaries: dict[tuple, tuple[Any, tuple, Any]] = {}
         self._hover: dict[tuple[int, int], Any] = {}
 
     # ------------------------------------------------------------ entry
@@ -252,7 +276,7 @@ class HostChecker(Symbolic, Modular):
                 frame.paths.append(self.path)
             env[DEAD] = True
         elif isinstance(stmt, ast.Assert):
-            self.assertTrue(stmt, self.expr(stmt.test, env))
+            self.check_assert(stmt, self.expr(stmt.test, env))
         elif isinstance(stmt, ast.If):
             self.if_(stmt, env, frame)
         elif isinstance(stmt, (ast.For, ast.While)):
@@ -292,7 +316,7 @@ class HostChecker(Symbolic, Modular):
                     env[local] = DTypeV(_DTYPE_NAMES[alias.name])
                 else:
                     env[local] = ApiV(full)
-            elif module.split(".")[0] in ("torch", "numpy", "jaxtyping", "mimir"):
+            elif module.split(".")[0] in _LIBRARIES:
                 env[local] = self._api(full)
             else:
                 env[local] = UNKNOWN
@@ -322,6 +346,8 @@ class HostChecker(Symbolic, Modular):
         elif isinstance(target, (ast.Tuple, ast.List)):
             starred = any(isinstance(t, ast.Starred) for t in target.elts)
             items = unpack(value, len(target.elts))
+            if not starred and items is None:
+                self._unpack_count(target, value)
             if starred or items is None:
                 for t in target.elts:
                     self.bind(t.value if isinstance(t, ast.Starred) else t, UNKNOWN, env)
@@ -365,7 +391,53 @@ class HostChecker(Symbolic, Modular):
             return UNKNOWN
         return TupleV((*before, *sizes, *after))
 
-    def assert_(self, stmt: ast.Assert, value: Any) -> None:
+    def _unpack_count(self, target: ast.Tuple | ast.List, value: Any) -> None:
+        """`q, k, v = x.split(d, dim=2)` when the split makes another number of pieces."""
+        n = len(target.elts)
+        names = segment(self.src.lines, target)
+        if isinstance(value, TupleV) and not value.is_list:
+            got = len(value.items)
+            self.report(
+                RefutedError(
+                    "GPU107",
+                    f"`{names}` unpacks {got} value{'s' * (got != 1)} into {n} names",
+                    labels=self.stated,
+                ),
+                target,
+            )
+        elif isinstance(value, TensorV) and value.shape:
+            size = value.shape[0]
+            shown = show_shape(value.shape)
+            self.guard(
+                target,
+                lambda: self.need(
+                    eq(size, const(n)),
+                    "GPU107",
+                    f"`{names}` unpacks dim 0 of a {shown} tensor into {n} names",
+                ),
+            )
+
+    def widen(self, value: Any, entry: Any) -> Any:
+        """A loop-carried value that still changes: its changing sizes become free sizes."""
+        if agree(value, entry):
+            return value
+        if (
+            isinstance(value, TensorV)
+            and isinstance(entry, TensorV)
+            and value.shape is not None
+            and entry.shape is not None
+            and len(value.shape) == len(entry.shape)
+        ):
+            shape = tuple(
+                a if same(a, b) else self.free_size(f"loop.shape[{k}]", lo=0)
+                for k, (a, b) in enumerate(zip(value.shape, entry.shape, strict=True))
+            )
+            return TensorV(shape, value.dtype if value.dtype == entry.dtype else None, value.lib)
+        if isinstance(value, IntV) and isinstance(entry, IntV):
+            return IntV(self.free_size("loop", lo=0))
+        return join(value, entry) if isinstance(value, TensorV) else UNKNOWN
+
+    def check_assert(self, stmt: ast.Assert, value: Any) -> None:
         """`assert cond` on sizes: an error when it can never hold, else assumed."""
         term = value.term if isinstance(value, BoolV) else None
         if term is None:
@@ -376,10 +448,13 @@ class HostChecker(Symbolic, Modular):
         cond = self.path.substitute(term)
         if z3.is_true(cond):
             return
-        if z3.is_false(cond) or self.prover.satisfiable(cond, self.path.assumed) == z3.unsat:
+        if (
+            z3.is_false(cond)
+            or self.prover.satisfiable(cond, self.path.assumed, SAT_RLIMIT) == z3.unsat
+        ):
             why = None if not variables(cond) else NEVER
             self.report(
-                RefutedError("GPU107", f"`assert {text}` never holds", labels=self.stated, why=why),
+                RefutedError("GPU108", f"`assert {text}` never holds", labels=self.stated, why=why),
                 stmt.test,
             )
             if self.env is not None:
@@ -453,6 +528,22 @@ class HostChecker(Symbolic, Modular):
         entry = dict(env)
         state = dict(env)
         entry_path = self.path
+        self.loop_depth += 1
+        try:
+            self._fixpoint(stmt, item, env, entry, state, entry_path, frame)
+        finally:
+            self.loop_depth -= 1
+
+    def _fixpoint(
+        self,
+        stmt: ast.For | ast.While,
+        item: Any,
+        env: dict,
+        entry: dict,
+        state: dict,
+        entry_path: Any,
+        frame: _Frame | None,
+    ) -> None:
         for rounds in range(_LOOP_ROUNDS + 1):
             body = dict(state)
             body.pop(DEAD, None)
@@ -530,13 +621,22 @@ class HostChecker(Symbolic, Modular):
         if isinstance(node, ast.BoolOp):
             values = [self.expr(v, env) for v in node.values]
             truths = [truth_of(v) for v in values]
+            terms = [
+                z3.BoolVal(t) if t is not None else getattr(v, "term", None)
+                for v, t in zip(values, truths, strict=True)
+            ]
+            symbolic = None if None in terms else terms
             if isinstance(node.op, ast.And):
                 if False in truths:
                     return BoolV(False)
-                return BoolV(True) if all(t is True for t in truths) else BoolV(None)
+                if all(t is True for t in truths):
+                    return BoolV(True)
+                return BoolV(None, z3.And(*symbolic) if symbolic else None)
             if True in truths:
                 return BoolV(True)
-            return BoolV(False) if all(t is False for t in truths) else BoolV(None)
+            if all(t is False for t in truths):
+                return BoolV(False)
+            return BoolV(None, z3.Or(*symbolic) if symbolic else None)
         if isinstance(node, ast.Subscript):
             return self.subscript(node, env)
         if isinstance(node, ast.IfExp):
@@ -548,44 +648,120 @@ class HostChecker(Symbolic, Modular):
             return join(self.expr(node.body, env), self.expr(node.orelse, env))
         if isinstance(node, ast.JoinedStr):
             return StrV("")
-        if isinstance(node, ast.ListComp):
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
             return self.comprehension(node, env)
+        if isinstance(node, ast.Dict):
+            return self.dict_display(node, env)
+        if isinstance(node, ast.Lambda):
+            return LambdaV(node, env)
         if isinstance(node, ast.NamedExpr):
             value = self.expr(node.value, env)
             self.bind(node.target, value, env)
             return value
         return UNKNOWN
 
-    def comprehension(self, node: ast.ListComp, env: dict) -> Any:
-        """`[nn.Linear(d, d) for i in range(3)]`: one item per literal index, else unknown."""
-        if len(node.generators) != 1:
+    def dict_display(self, node: ast.Dict, env: dict) -> Any:
+        items: dict[str, Any] = {}
+        for k, v in zip(node.keys, node.values, strict=True):
+            value = self.expr(v, env)
+            if k is None:
+                if not isinstance(value, DictV):
+                    return UNKNOWN
+                items.update(value.items)
+                continue
+            key = self.expr(k, env)
+            if not isinstance(key, StrV):
+                return UNKNOWN
+            items[key.value] = value
+        return DictV(items)
+
+    def _super(self, args: list) -> Any:
+        if args or not self._current:
             return UNKNOWN
-        gen = node.generators[0]
-        it = gen.iter
-        if gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name):
+        fn, owner = self._current[-1]
+        cls = self._class_of.get(id(fn))
+        if cls is None or not isinstance(owner, ObjectV):
             return UNKNOWN
-        if not (
-            isinstance(it, ast.Call)
-            and isinstance(it.func, ast.Name)
-            and it.func.id == "range"
-            and len(it.args) == 1
-            and not it.keywords
-        ):
-            return UNKNOWN
-        count = self.expr(it.args[0], env)
-        n = literal(count.sym) if isinstance(count, IntV) else None
-        if n is None or not 0 <= n <= _UNROLL:
-            return UNKNOWN
-        items = []
-        for i in range(n):
+        return SuperV(cls, owner)
+
+    def super_attribute(self, sup: SuperV, attr: str) -> Any:
+        """`super().forward`: the method of a base class, or of the `torch.nn` layer below."""
+        for base in sup.cls.bases:
+            if isinstance(base, ast.Name) and isinstance(self.globals.get(base.id), ClassV):
+                found = self._method(self.globals[base.id].node, attr)
+                if found is not None:
+                    return FuncV(found, sup.obj)
+        if attr == "__init__":
+            kind = self._layer_base(sup.cls)
+            if kind is not None:
+                return PartialV(ApiV(_BUILD_LAYER), (sup.obj, StrV(kind)), ())
+        if isinstance(sup.obj.layer, LayerV):
+            if attr == "forward":
+                return sup.obj.layer
+            return MethodV(sup.obj.layer, attr)
+        return UNKNOWN
+
+    def _layer_base(self, cls: ast.ClassDef, seen: int = 0) -> str | None:
+        """The `torch.nn` layer a class derives from, directly or through its bases."""
+        for base in cls.bases:
+            name = self.qualname(base)
+            if name and name.startswith("torch.nn.") and name.rsplit(".", 1)[-1] in nn.PARAMS:
+                return name.rsplit(".", 1)[-1]
+            if isinstance(base, ast.Name) and isinstance(self.globals.get(base.id), ClassV):
+                if seen < 8:
+                    found = self._layer_base(self.globals[base.id].node, seen + 1)
+                    if found is not None:
+                        return found
+        return None
+
+    def build_layer(self, obj: ObjectV, kind: str, args: list | None, kwargs: dict) -> None:
+        """`obj`'s `torch.nn` base built from `args` (free sizes when no call says)."""
+        if args is None:
+            args = [IntV(self.free_size(p)) for p in nn.PARAMS[kind] if p in nn.SIZES]
+            kwargs = {}
+        text = f"{obj.cls.name}(...)"
+        obj.layer = LayerV(kind, list(args), dict(kwargs), text, span=self.src.span(obj.cls))
+
+    def comprehension(self, node: ast.ListComp | ast.GeneratorExp, env: dict) -> Any:
+        """`[nn.Linear(d, d) for i in range(3)]`: one item per item iterated, when the
+        iterables and conditions are known; else what any item is, of unknown count."""
+        items: list[Any] = []
+
+        def generate(k: int, scope: dict) -> bool:
+            if k == len(node.generators):
+                items.append(self.expr(node.elt, scope))
+                return len(items) <= 2 * _UNROLL
+            g = node.generators[k]
+            seq = literal_items(self.expr(g.iter, scope))
+            if g.is_async or seq is None or len(seq) > 2 * _UNROLL:
+                return False
+            for x in seq:
+                inner = dict(scope)
+                self.bind(g.target, x, inner)
+                truths = [truth_of(self.expr(c, inner)) for c in g.ifs]
+                if None in truths:
+                    return False
+                if all(truths) and not generate(k + 1, inner):
+                    return False
+            return True
+
+        if generate(0, dict(env)):
+            return TupleV(tuple(items), is_list=True)
+        if len(node.generators) == 1 and not node.generators[0].ifs:
+            g = node.generators[0]
             scope = dict(env)
-            scope[gen.target.id] = IntV(const(i))
-            items.append(self.expr(node.elt, scope))
-        return TupleV(tuple(items), is_list=True)
+            self.bind(g.target, self.element(self.expr(g.iter, env)), scope)
+            return LoaderV(self.expr(node.elt, scope))  # items of one kind, count unknown
+        return UNKNOWN
 
     def lookup(self, name: str, env: dict) -> Any:
         if name in env:
-            return env[name]
+            v = env[name]
+            if isinstance(v, OptionalV):
+                v = v.value
+            if isinstance(v, TensorV) and v.origin is not None:
+                return self.current(v)
+            return v
         if name in self.globals:
             return self.globals[name]
         if name == "__name__":
@@ -617,6 +793,10 @@ class HostChecker(Symbolic, Modular):
             "str",
             "hasattr",
             "getattr",
+            "map",
+            "dict",
+            "all",
+            "any",
         ):
             return ApiV("builtins." + name)
         return UNKNOWN
@@ -653,10 +833,23 @@ class HostChecker(Symbolic, Modular):
                 if any(decorator_name(d) == "property" for d in method.decorator_list):
                     return self.call_function(FuncV(method, base), node, [], {})
                 return FuncV(method, base)
+            if isinstance(base.layer, LayerV):
+                return self.attribute(node, base.layer)
             return MethodV(base, attr)
         if isinstance(base, LayerV):
+            if base.kind == "ModuleDict" and attr in base.named:
+                return base.named[attr]
             if attr in nn.PARAMS.get(base.kind, ()):
                 return nn.param(base, attr, UNKNOWN)
+            weight = nn.weight(base, attr)
+            if weight is not None:
+                return weight
+            return MethodV(base, attr)
+        if isinstance(base, ConfigV):
+            return self.config_attribute(base, attr)
+        if isinstance(base, SuperV):
+            return self.super_attribute(base, attr)
+        if isinstance(base, DictV):
             return MethodV(base, attr)
         if isinstance(base, TupleV) and attr in ("values", "indices") and len(base.items) == 2:
             return base.items[attr == "indices"]  # the named tuple `x.max(dim=1)` returns
@@ -689,8 +882,19 @@ class HostChecker(Symbolic, Modular):
         if isinstance(base, LayerV) and isinstance(index, IntV) and literal(index.sym) is not None:
             k = literal(index.sym)
             assert k is not None
+            if not base.exact:
+                return base.items[0] if base.items else UNKNOWN
             if -len(base.items) <= k < len(base.items):
                 return base.items[k]
+        if isinstance(base, LayerV) and isinstance(index, tt.SliceV) and base.exact:
+            bounds = (index.start, index.stop, index.step)
+            if all(b is None or (b != tt.UNREADABLE and literal(b) is not None) for b in bounds):
+                lo, hi, st = (None if b is None else literal(b) for b in bounds)
+                return LayerV(base.kind, [], {}, base.text, base.items[lo:hi:st], base.span)
+        if isinstance(base, LayerV) and base.kind == "ModuleDict" and isinstance(index, StrV):
+            return base.named.get(index.value, UNKNOWN)
+        if isinstance(base, DictV) and isinstance(index, StrV):
+            return base.items.get(index.value, UNKNOWN)
         return UNKNOWN
 
     def _shape_item(self, shape: ShapeOfV, index: Any) -> Any:
@@ -731,6 +935,8 @@ class HostChecker(Symbolic, Modular):
     def unary(self, node: ast.UnaryOp, v: Any) -> Any:
         if isinstance(node.op, ast.Not):
             t = truth_of(v)
+            if t is None and isinstance(v, BoolV) and v.term is not None:
+                return BoolV(None, z3.Not(v.term))
             return BoolV(None if t is None else not t)
         if isinstance(v, IntV) and isinstance(node.op, ast.USub):
             return IntV(arith("-", const(0), v.sym))
@@ -757,7 +963,7 @@ class HostChecker(Symbolic, Modular):
             if type(op) in ops:
                 return IntV(arith(ops[type(op)], a.sym, b.sym))
             if isinstance(op, ast.Div):
-                return FloatV()
+                return _float_op(op, a, b)
             if (
                 isinstance(op, ast.Pow)
                 and literal(a.sym) is not None
@@ -765,10 +971,10 @@ class HostChecker(Symbolic, Modular):
             ):
                 x, y = literal(a.sym), literal(b.sym)
                 assert x is not None and y is not None
-                return IntV(const(x**y)) if 0 <= y < 64 else FloatV()
+                return IntV(const(x**y)) if 0 <= y < 64 else _float_op(op, a, b)
             return IntV(None)
         if isinstance(a, (IntV, FloatV)) and isinstance(b, (IntV, FloatV)):
-            return FloatV()
+            return _float_op(op, a, b)
         if isinstance(a, TupleV) and isinstance(b, TupleV) and isinstance(op, ast.Add):
             return TupleV(a.items + b.items, a.is_list)
         return UNKNOWN
@@ -780,6 +986,9 @@ class HostChecker(Symbolic, Modular):
             return BoolV(None)
         op, right = node.ops[0], rights[0]
         if isinstance(op, (ast.Is, ast.IsNot)):
+            raw = self._raw(node.left, env)
+            if isinstance(raw, OptionalV) or (isinstance(raw, IntV) and raw.maybe_none):
+                return BoolV(None)
             result = is_none(left, right)
             if result is None:
                 return BoolV(None)
@@ -798,7 +1007,22 @@ class HostChecker(Symbolic, Modular):
                     ast.Gt: a > b,
                     ast.GtE: a >= b,
                 }
-                return BoolV(table.get(type(op)))
+                truth = table.get(type(op))
+                return BoolV(truth, None if truth is None else z3.BoolVal(truth))
+            if left.sym is not None and right.sym is not None:
+                return BoolV(None, _relation(op, left.sym.term, right.sym.term))
+        if (
+            isinstance(left, TupleV)
+            and isinstance(right, TupleV)
+            and isinstance(op, (ast.Eq, ast.NotEq))
+            and all(isinstance(x, IntV) for x in (*left.items, *right.items))
+        ):
+            equal = _tuples_equal(left, right)
+            if isinstance(equal, bool):
+                truth = equal == isinstance(op, ast.Eq)
+                return BoolV(truth, z3.BoolVal(truth))
+            if equal is not None:
+                return BoolV(None, equal if isinstance(op, ast.Eq) else z3.Not(equal))
         if (
             isinstance(left, StrV)
             and isinstance(right, StrV)
@@ -806,6 +1030,12 @@ class HostChecker(Symbolic, Modular):
         ):
             return BoolV((left.value == right.value) == isinstance(op, ast.Eq))
         return BoolV(None)
+
+    def _raw(self, node: ast.expr, env: dict) -> Any:
+        """What a name holds, before `lookup` reads an optional value as its value."""
+        if isinstance(node, ast.Name):
+            return env.get(node.id, self.globals.get(node.id))
+        return None
 
     def guard(self, node: ast.AST, rule: Any) -> Any:
         """Run a shape rule; a refuted requirement becomes one diagnostic at `node`."""
@@ -829,22 +1059,25 @@ class HostChecker(Symbolic, Modular):
                     return self._unknown_call(node, func, args)
             else:
                 args.append(self.expr(a, env))
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         for kw in node.keywords:
             value = self.expr(kw.value, env)
-            if kw.arg is None:
+            if kw.arg is not None:
+                kwargs[kw.arg] = value
+            elif isinstance(value, DictV):
+                kwargs.update(value.items)
+            elif isinstance(func, ApiV) and func.name.startswith("torch.nn."):
+                kwargs[OPEN] = True  # a layer built with `**kwargs`: unstated arguments unknown
+            else:
                 return self._unknown_call(node, func, args)
-            kwargs[kw.arg] = value
         if (
             isinstance(node.func, ast.Attribute)
             and node.func.attr in _MUTATORS
             and isinstance(func, MethodV)
-            and isinstance(func.receiver, (TupleV, LayerV, ObjectV))
+            and isinstance(func.receiver, (TupleV, LayerV, ObjectV, DictV))
         ):
-            # a list, a ModuleList or a module changed: what it holds is no longer known
-            if not isinstance(func.receiver, ObjectV):
-                self._rebind(node.func.value, UNKNOWN, env)
-            return UNKNOWN
+            return self.mutate(func.receiver, func.name, args, node.func.value, env)
+        self._forget_lists(node, func, env)
         if (
             isinstance(func, MethodV)
             and isinstance(func.receiver, TensorV)
@@ -864,6 +1097,18 @@ class HostChecker(Symbolic, Modular):
             self._unknown_call(node, func, args)
         return result
 
+    def _forget_lists(self, node: ast.Call, func: Any, env: dict) -> None:
+        """A list passed to a function the interpreter runs or cannot see may be changed."""
+        if isinstance(func, (ApiV, LayerV)) or (
+            isinstance(func, MethodV) and isinstance(func.receiver, TensorV)
+        ):
+            return
+        for a in node.args:
+            if isinstance(a, ast.Name) and isinstance(env.get(a.id), (TupleV, DictV)):
+                v = env[a.id]
+                if isinstance(v, DictV) or v.is_list:
+                    env[a.id] = UNKNOWN
+
     def _unknown_call(self, node: ast.Call, func: Any, args: list) -> Any:
         receiver = func.receiver if isinstance(func, MethodV) else None
         if any(isinstance(v, TensorV) and v.shape is not None for v in [receiver, *args]):
@@ -882,6 +1127,10 @@ class HostChecker(Symbolic, Modular):
             return self.library(f.name, args, kwargs, node)
         if isinstance(f, FuncV):
             return self.call_function(f, node, args, kwargs)
+        if isinstance(f, LambdaV):
+            return self.call_lambda(f, args, kwargs)
+        if isinstance(f, PartialV):
+            return self.call_partial(f, args, kwargs, node)
         if isinstance(f, ClassV):
             return self.instantiate(f, args, kwargs)
         if isinstance(f, KernelV):
@@ -896,7 +1145,7 @@ class HostChecker(Symbolic, Modular):
         if isinstance(f, ObjectV):
             forward = self._method(f.cls, "forward") or self._method(f.cls, "__call__")
             if forward is None:
-                return UNKNOWN
+                return self.apply(f.layer, args, kwargs, node) if f.layer is not None else UNKNOWN
             return self.call_function(FuncV(forward, f), node, args, kwargs)
         return UNKNOWN
 
@@ -905,10 +1154,31 @@ class HostChecker(Symbolic, Modular):
         if isinstance(r, TensorV):
             return api.call_method(self, r, f.name, args, kwargs)
         if isinstance(r, (LayerV, ObjectV)) and f.name in _MODULE_SELF:
+            dtype = _module_dtype(f.name, args, kwargs)
+            if dtype is not None:
+                _convert(r, dtype, set())
             return r
+        if isinstance(r, ObjectV) and f.name in ("register_buffer", "register_parameter"):
+            if args and isinstance(args[0], StrV):
+                r.attrs[args[0].value] = args[1] if len(args) > 1 else UNKNOWN
+            return NoneV()
+        if isinstance(r, LayerV) and f.name == "forward":
+            return self.apply(r, args, kwargs, self._node)
+        if isinstance(r, DictV) or (isinstance(r, LayerV) and r.kind == "ModuleDict"):
+            named = r.items if isinstance(r, DictV) else r.named
+            if f.name == "items":
+                return TupleV(tuple(TupleV((StrV(k), v)) for k, v in named.items()))
+            if f.name == "values":
+                return TupleV(tuple(named.values()))
+            if f.name == "keys":
+                return TupleV(tuple(StrV(k) for k in named))
+            if f.name == "get" and args and isinstance(args[0], StrV):
+                return named.get(args[0].value, args[1] if len(args) > 1 else NoneV())
         return UNKNOWN
 
     def library(self, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
+        if name == "builtins.super":
+            return self._super(args)
         if name.startswith("builtins."):
             return self.builtin(name[9:], args, kwargs)
         if name.startswith("mimir.array."):
@@ -930,20 +1200,50 @@ class HostChecker(Symbolic, Modular):
                     dtype = tt.dtype_arg(given) if isinstance(given, DTypeV) else None
                 return tt.from_data(args[0] if args else UNKNOWN, "mimir", dtype)
             return UNKNOWN
+        if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+            return args[0] if args and isinstance(args[0], TensorV) else UNKNOWN
+        if name in ("functools.partial",) and args:
+            return PartialV(args[0], tuple(args[1:]), tuple(kwargs.items()))
+        if name.startswith("math."):
+            return _math(name[5:], args)
+        if name == _BUILD_LAYER and len(args) >= 2 and isinstance(args[0], ObjectV):
+            self.build_layer(args[0], args[1].value, args[2:], kwargs)
+            return NoneV()
         if name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):
             kind = name.rsplit(".", 1)[-1]
             if kind not in nn.KNOWN_LAYERS:
                 return UNKNOWN
             text = segment(self.src.lines, node) if node is not None else kind
+            open_ = bool(kwargs.pop(OPEN, False))
             items: list[Any] = []
+            named: dict[str, Any] = {}
+            exact = True
             if kind == "Sequential":
-                items = list(args)
-            if kind == "ModuleList" and args:
-                if not isinstance(args[0], TupleV):
+                if len(args) == 1 and isinstance(args[0], DictV):  # Sequential(OrderedDict(...))
+                    named = dict(args[0].items)
+                    items = list(named.values())
+                else:
+                    items = list(args)
+            if kind in ("ModuleList", "ParameterList") and args:
+                if isinstance(args[0], TupleV):
+                    items = list(args[0].items)
+                elif isinstance(args[0], LayerV) and args[0].kind in ("ModuleList", "Sequential"):
+                    items, exact = list(args[0].items), args[0].exact
+                elif isinstance(args[0], LoaderV) and args[0].item is not UNKNOWN:
+                    items, exact = [args[0].item], False  # `[Block(c) for _ in range(n)]`
+                else:
                     return UNKNOWN  # built from a comprehension or a list we cannot read
-                items = list(args[0].items)
+            if kind in ("ModuleDict", "ParameterDict"):
+                if args and isinstance(args[0], DictV):
+                    named = dict(args[0].items)
+                elif args:
+                    return UNKNOWN
             span = self.src.span(node) if node is not None else None
-            return LayerV(kind, args, kwargs, text, items, span)
+            layer = LayerV(kind, args, kwargs, text, items, span, named, exact, open_)
+            dtype = kwargs.get("dtype")
+            if isinstance(dtype, DTypeV):
+                layer.dtype = dtype.name
+            return layer
         if name in ("torch.utils.data.TensorDataset",):
             return _Dataset(list(args))
         if name == "torch.utils.data.DataLoader":
@@ -951,36 +1251,6 @@ class HostChecker(Symbolic, Modular):
         if name.startswith("torch.cuda.") or name in ("torch.manual_seed", "torch.no_grad"):
             return UNKNOWN
         return api.call_function(self, name, args, kwargs)
-
-    def builtin(self, name: str, args: list, kwargs: dict) -> Any:
-        a = args[0] if args else UNKNOWN
-        if name == "len":
-            if isinstance(a, TensorV) and a.shape:
-                return IntV(a.shape[0])
-            if isinstance(a, TupleV):
-                return IntV(const(len(a.items)))
-            if isinstance(a, LayerV) and a.kind in ("Sequential", "ModuleList"):
-                return IntV(const(len(a.items)))
-            return IntV(None)
-        if name == "range":
-            return LoaderV(IntV(None))
-        if name == "enumerate":
-            return LoaderV(TupleV((IntV(None), self.element(a))))
-        if name == "zip":
-            return LoaderV(TupleV(tuple(self.element(x) for x in args)))
-        if name in ("list", "tuple") and isinstance(a, TupleV):
-            return TupleV(a.items, name == "list")
-        if name in ("list", "tuple", "reversed", "sorted"):
-            return UNKNOWN
-        if name == "int":
-            return a if isinstance(a, IntV) else IntV(None)
-        if name == "float":
-            return FloatV()
-        if name == "isinstance":
-            return BoolV(None)
-        if name == "print":
-            return NoneV()
-        return UNKNOWN
 
     def element(self, iterable: Any) -> Any:
         """What iterating `iterable` yields (the join of a tuple's items)."""
@@ -997,6 +1267,8 @@ class HostChecker(Symbolic, Modular):
             return out
         if isinstance(iterable, _Dataset):
             return TupleV(tuple(self.element(t) for t in iterable.tensors))
+        if isinstance(iterable, LayerV) and iterable.kind in ("ModuleList", "Sequential"):
+            return iterable.items[0] if len(iterable.items) == 1 else UNKNOWN
         return UNKNOWN
 
     def loader(self, args: list, kwargs: dict) -> Any:
@@ -1039,6 +1311,15 @@ class HostChecker(Symbolic, Modular):
             return UNKNOWN
         if not standalone:
             self.reached.add(id(fn))
+        summary = None
+        if args is not None and summarisable(fn):
+            summary = self._summary_key(f, args, kwargs)
+            if summary is not None and summary in self._summaries:
+                result, assumed, _ = self._summaries[summary]
+                for cond in assumed:
+                    self._assume(cond)
+                return result
+        before = self.path
         # A call that passes nothing the interpreter knows gives what the last such call gave.
         memo = None
         if all(uninformative(v) for v in [*(args or []), *kwargs.values()]):
@@ -1083,11 +1364,13 @@ class HostChecker(Symbolic, Modular):
         frame = _Frame()
         self.depth += 1
         caller = self.env
+        self._current.append((fn, f.owner))
         try:
             self.block(fn.body, env, frame)
         finally:
             self.depth -= 1
             self.env = caller
+            self._current.pop()
         if not env.get(DEAD):
             frame.returns.append(NoneV())
             frame.paths.append(self.path)
@@ -1098,7 +1381,26 @@ class HostChecker(Symbolic, Modular):
             result = join(result, r)
         if memo is not None:
             self._memo[memo] = result
+        if summary is not None:
+            # the arguments stay referenced: their sizes' Z3 ids are in the key
+            self._summaries[summary] = (result, self._assumed_since(before), (f, args, kwargs))
         return result
+
+    def _summary_key(self, f: FuncV, args: list, kwargs: dict) -> tuple | None:
+        parts = [fingerprint(f.owner) if f.owner is not None else "-"]
+        parts += [fingerprint(a) for a in args]
+        parts += [(k, fingerprint(v)) for k, v in sorted(kwargs.items())]
+        if any(p is None or (isinstance(p, tuple) and p[-1] is None) for p in parts):
+            return None
+        return (id(f.node), tuple(parts), self.quiet > 0)
+
+    def _assumed_since(self, before: Any) -> tuple:
+        """What the path assumed after `before` (to assume again where a summary applies)."""
+        old = {t.get_id() for t in before.assumed}
+        old_pairs = {(v.get_id(), t.get_id()) for v, t in before.subst}
+        new = [t for t in self.path.assumed if t.get_id() not in old]
+        new += [v == t for v, t in self.path.subst if (v.get_id(), t.get_id()) not in old_pairs]
+        return tuple(new)
 
     def annotation(self, node: ast.expr | None) -> Any:
         return read_host_annotation(self.info, node, self.qualname, self.dim_size, self.named_size)
@@ -1127,6 +1429,10 @@ class HostChecker(Symbolic, Modular):
         init = self._method(cls.node, "__init__")
         if init is not None:
             self.call_function(FuncV(init, obj), None, args, kwargs, standalone=standalone)
+        else:
+            kind = self._layer_base(cls.node)
+            if kind is not None:  # `class Linear(nn.Linear)` with the layer's own __init__
+                self.build_layer(obj, kind, args, kwargs)
         return obj
 
     def _class_attr(self, cls: ast.ClassDef, name: str, seen: int = 0) -> Any:
@@ -1163,6 +1469,113 @@ class HostChecker(Symbolic, Modular):
 
     def kernel_call(self, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
         return kernel_calls.kernel_call(self, name, args, kwargs, node)
+
+
+def _float_op(op: ast.operator, a: IntV | FloatV, b: IntV | FloatV) -> FloatV:
+    """Arithmetic that makes a float; its value when both sides are literals."""
+    x = a.value if isinstance(a, FloatV) else literal(a.sym)
+    y = b.value if isinstance(b, FloatV) else literal(b.sym)
+    if x is None or y is None:
+        return FloatV()
+    ops = {
+        ast.Add: lambda: x + y,
+        ast.Sub: lambda: x - y,
+        ast.Mult: lambda: x * y,
+        ast.Div: lambda: x / y,
+        ast.Pow: lambda: float(x) ** y,
+        ast.FloorDiv: lambda: float(x // y),
+    }
+    make = ops.get(type(op))
+    try:
+        value = make() if make else None
+    except (ZeroDivisionError, OverflowError, ValueError):
+        return FloatV()
+    return FloatV(float(value)) if isinstance(value, (int, float)) else FloatV()
+
+
+def _module_dtype(name: str, args: list, kwargs: dict) -> str | None:
+    """The dtype `module.double()`, `.half()`, `.to(torch.float64)` converts weights to."""
+    if name in ("float", "double", "half", "bfloat16"):
+        return tt.DTYPE_ALIASES[name]
+    if name == "to":
+        for v in [*args, *kwargs.values()]:
+            if isinstance(v, DTypeV):
+                return v.name
+    return None
+
+
+def _convert(module: Any, dtype: str, seen: set[int]) -> None:
+    """Every layer inside `module` now holds weights of `dtype` (conversion is in place)."""
+    if id(module) in seen:
+        return
+    seen.add(id(module))
+    if isinstance(module, LayerV):
+        module.dtype = dtype
+        for m in [*module.items, *module.named.values()]:
+            _convert(m, dtype, seen)
+    elif isinstance(module, ObjectV):
+        if isinstance(module.layer, LayerV):
+            _convert(module.layer, dtype, seen)
+        for name, v in list(module.attrs.items()):
+            if isinstance(v, (LayerV, ObjectV)):
+                _convert(v, dtype, seen)
+            elif isinstance(v, TensorV) and tt.is_float(v.dtype) is not False:
+                module.attrs[name] = v.with_dtype(dtype)  # a parameter or a float buffer
+
+
+def _math(name: str, args: list) -> Any:
+    """`math.sqrt(d)`, `math.log(n)`: a float, known when its arguments are."""
+    import math
+
+    values = []
+    for a in args:
+        if isinstance(a, FloatV) and a.value is not None:
+            values.append(a.value)
+        elif isinstance(a, IntV) and literal(a.sym) is not None:
+            values.append(float(literal(a.sym)))  # type: ignore[arg-type]
+        else:
+            return IntV(None) if name in ("ceil", "floor", "prod", "gcd", "lcm") else FloatV()
+    fn = getattr(math, name, None)
+    if fn is None or not callable(fn):
+        return UNKNOWN
+    try:
+        out = fn(*values)
+    except (ValueError, OverflowError, TypeError, ZeroDivisionError):
+        return UNKNOWN
+    if isinstance(out, bool):
+        return BoolV(out)
+    if isinstance(out, int):
+        return IntV(const(out))
+    return FloatV(out) if isinstance(out, float) else UNKNOWN
+
+
+def _relation(op: ast.cmpop, a: Any, b: Any) -> Any:
+    table = {
+        ast.Eq: lambda: a == b,
+        ast.NotEq: lambda: a != b,
+        ast.Lt: lambda: a < b,
+        ast.LtE: lambda: a <= b,
+        ast.Gt: lambda: a > b,
+        ast.GtE: lambda: a >= b,
+    }
+    make = table.get(type(op))
+    return make() if make else None
+
+
+def _tuples_equal(a: TupleV, b: TupleV) -> Any:
+    """Two tuples of sizes are equal: a bool, a Z3 condition, or None when unknown."""
+    if len(a.items) != len(b.items):
+        return False
+    conds = []
+    for x, y in zip(a.items, b.items, strict=True):
+        if x.sym is None or y.sym is None:
+            return None
+        if x.sym.value is not None and y.sym.value is not None:
+            if x.sym.value != y.sym.value:
+                return False
+            continue
+        conds.append(x.sym.term == y.sym.term)
+    return True if not conds else z3.And(*conds)
 
 
 def _label(node: ast.expr) -> str:

@@ -30,6 +30,7 @@ from mimir.host.values import (
     literal,
     show,
     show_shape,
+    show_tensor,
 )
 
 # Layers whose output is their input (shape and dtype).
@@ -81,7 +82,26 @@ PARAMS = {
     "MultiheadAttention": ("embed_dim", "num_heads", "dropout", "bias"),
     "LogSoftmax": ("dim",),
 }
-KNOWN_LAYERS = set(PARAMS) | IDENTITY | set(LOSSES) | {"Sequential", "ModuleList"}
+KNOWN_LAYERS = set(PARAMS) | IDENTITY | set(LOSSES)
+KNOWN_LAYERS |= {"Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"}
+# Constructor parameters that are sizes (free sizes when a derived class is built unseen).
+SIZES = {
+    "in_features",
+    "out_features",
+    "in_channels",
+    "out_channels",
+    "kernel_size",
+    "num_features",
+    "normalized_shape",
+    "num_embeddings",
+    "embedding_dim",
+    "embed_dim",
+    "num_heads",
+    "num_channels",
+    "num_groups",
+    "input_size",
+    "hidden_size",
+}
 
 
 def param(layer: LayerV, name: str, default: Any = None) -> Any:
@@ -89,6 +109,48 @@ def param(layer: LayerV, name: str, default: Any = None) -> Any:
     return tt.arg(
         layer.args, layer.kwargs, names.index(name) if name in names else None, name, default
     )
+
+
+def weight(layer: LayerV, name: str) -> Any:
+    """A layer's parameter: `Linear(i, o).weight` is [o, i], `Conv2d`'s [o, i, kh, kw]."""
+    if name not in ("weight", "bias"):
+        return None
+    dtype = layer.dtype or "float32"
+    kind = layer.kind
+
+    def size(p: str, default: Any = None) -> Size:
+        return tt.size_of(param(layer, p, default))
+
+    if kind == "Linear":
+        shape = (
+            (size("out_features"), size("in_features"))
+            if name == "weight"
+            else (size("out_features"),)
+        )
+    elif kind in ("Conv1d", "Conv2d", "Conv3d"):
+        d = int(kind[-2])
+        if name == "bias":
+            shape = (size("out_channels"),)
+        else:
+            groups = tt.size_of(layer.kwargs.get("groups", IntV(const(1))))
+            k = _pair(param(layer, "kernel_size"), d)
+            cin = arith("//", size("in_channels"), groups)
+            shape = (size("out_channels"), cin, *k)
+    elif kind == "Embedding":
+        if name == "bias":
+            return None
+        shape = (size("num_embeddings"), size("embedding_dim"))
+    elif kind == "LayerNorm":
+        normalized = param(layer, "normalized_shape")
+        items = normalized.items if isinstance(normalized, TupleV) else (normalized,)
+        shape = tuple(tt.size_of(x) for x in items)
+    elif kind in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d"):
+        shape = (size("num_features"),)
+    elif kind == "GroupNorm":
+        shape = (size("num_channels"),)
+    else:
+        return None
+    return TensorV(tuple(shape), dtype, "torch")
 
 
 def describe(layer: LayerV) -> str:
@@ -163,7 +225,14 @@ def linear_shape(cx: Ctx, t: TensorV, fan_in: Size, fan_out: Size, what: str) ->
     if t.dtype is not None and not tt.is_float(t.dtype):
         cx.fail("GPU105", f"`{what}` needs a floating-point input, got {t.dtype}")
     if t.shape is None:
-        return TensorV(None, t.dtype, t.lib)
+        features = cx.axis_size(t, -1)
+        cx.need(
+            eq(features, fan_in),
+            "GPU100",
+            f"`{what}` expects {show(fan_in)} input features, got {show_tensor(t)} "
+            f"({show(features)} features)",
+        )
+        return TensorV(None, t.dtype, t.lib, (*t.tail[:-1], fan_out))
     if not t.shape:
         cx.fail("GPU101", f"`{what}` needs an input of rank 1 or more, got a scalar")
     cx.need(
@@ -227,8 +296,11 @@ def conv_shape(
 ) -> Any:
     if t.dtype is not None and not tt.is_float(t.dtype):
         cx.fail("GPU105", f"`{what}` needs a floating-point input, got {t.dtype}")
-    if t.shape is None:
-        return TensorV(None, t.dtype, t.lib)
+    if t.shape is None:  # [C, *spatial] or [N, C, *spatial]: the last d + 1 sizes are known
+        last = cx.tail_of(t, d + 1)
+        t = TensorV(last, t.dtype, t.lib)
+        out = conv_shape(cx, t, d, cin, cout, k, s, padding, dil, what)
+        return TensorV(None, out.dtype, out.lib, out.shape) if isinstance(out, TensorV) else out
     if len(t.shape) not in (d + 1, d + 2):
         cx.fail(
             "GPU101",
@@ -271,8 +343,10 @@ def pool(
     dil: list[Size] | None,
     what: str,
 ) -> Any:
-    if t.shape is None:
-        return TensorV(None, t.dtype, t.lib)
+    if t.shape is None:  # [C, *spatial] or [N, C, *spatial]: the last d + 1 sizes are known
+        last = cx.tail_of(t, d + 1)
+        out = pool(cx, TensorV(last, t.dtype, t.lib), d, k, s, p, dil, what)
+        return TensorV(None, t.dtype, t.lib, out.shape) if isinstance(out, TensorV) else out
     if len(t.shape) not in (d + 1, d + 2):
         cx.fail(
             "GPU101", f"`{what}` needs a {d + 1}-d or {d + 2}-d input, got {show_shape(t.shape)}"
@@ -288,7 +362,9 @@ def pool(
 
 def adaptive(cx: Ctx, t: TensorV, d: int, size: Any, what: str) -> Any:
     if t.shape is None:
-        return TensorV(None, t.dtype, t.lib)
+        last = cx.tail_of(t, d + 1)
+        out = adaptive(cx, TensorV(last, t.dtype, t.lib), d, size, what)
+        return TensorV(None, t.dtype, t.lib, out.shape) if isinstance(out, TensorV) else out
     if len(t.shape) not in (d + 1, d + 2):
         cx.fail(
             "GPU101", f"`{what}` needs a {d + 1}-d or {d + 2}-d input, got {show_shape(t.shape)}"
@@ -303,9 +379,11 @@ def adaptive(cx: Ctx, t: TensorV, d: int, size: Any, what: str) -> Any:
 
 
 def batchnorm(cx: Ctx, t: TensorV, c: Size, kind: str, what: str) -> Any:
+    ranks = (2, 3) if kind == "BatchNorm1d" else (4,) if kind == "BatchNorm2d" else (5,)
+    if t.shape is None and len(ranks) == 1:
+        t = cx.refine(t, ranks[0])  # the only rank it accepts
     if t.shape is None:
         return t
-    ranks = (2, 3) if kind == "BatchNorm1d" else (4,) if kind == "BatchNorm2d" else (5,)
     if len(t.shape) not in ranks:
         want = " or ".join(f"{r}-d" for r in ranks)
         cx.fail("GPU101", f"`{what}` needs a {want} input, got {show_shape(t.shape)}")
@@ -318,13 +396,20 @@ def batchnorm(cx: Ctx, t: TensorV, c: Size, kind: str, what: str) -> Any:
 
 
 def layer_norm_shape(cx: Ctx, t: TensorV, normalized: Any, what: str) -> Any:
-    if t.shape is None:
-        return t
     sizes = (
         [tt.size_of(x) for x in normalized.items]
         if isinstance(normalized, TupleV)
         else [tt.size_of(normalized)]
     )
+    if t.shape is None:
+        last = cx.tail_of(t, len(sizes))
+        for want, got in zip(sizes, last, strict=True):
+            cx.need(
+                eq(want, got),
+                "GPU100",
+                f"`{what}` normalizes trailing size {show(want)}, got {show_tensor(t)}",
+            )
+        return t
     if len(sizes) > len(t.shape):
         cx.fail("GPU101", f"`{what}` normalizes {len(sizes)} dims of a rank-{len(t.shape)} input")
     for want, got in zip(sizes, t.shape[len(t.shape) - len(sizes) :], strict=True):
@@ -340,7 +425,7 @@ def embedding_shape(cx: Ctx, idx: TensorV, dim: Size, what: str) -> Any:
     if idx.dtype is not None and not tt.is_int(idx.dtype):
         cx.fail("GPU105", f"`{what}` needs integer (long) indices, got {idx.dtype}")
     if idx.shape is None:
-        return TensorV(None, "float32", idx.lib)
+        return TensorV(None, "float32", idx.lib, (*idx.tail, dim))
     return TensorV((*idx.shape, dim), "float32", idx.lib)
 
 

@@ -67,3 +67,7 @@ class Ctx(Protocol):
     def holds(self, cond: Any) -> bool | None:
         """Whether `cond` holds on this path for every size (None: not known)."""
         ...
+
+    def nonnegative(self, size: Any) -> bool:
+        """Whether a size is at least 0 for every size this path admits."""
+        ...

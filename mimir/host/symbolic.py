@@ -22,13 +22,16 @@ from __future__ import annotations
 from typing import Any
 
 from mimir.diagnostics.diagnostic import Label
-from mimir.host.assume import Path, join_paths, variables
+from mimir.host.assume import Path, join_paths, substitution, variables
 from mimir.host.rules import RefutedError
 from mimir.host.values import UNKNOWN, IntV, Shape, Size, Sym, TensorV
 from mimir.solve.prover import PROVEN, REFUTED, Prover
 from mimir.solve.z3lib import z3
 
 NEVER = "it fails for every size the code admits"
+# Z3 resource units for "can this ever hold?" (about 10 ms): a query that runs out is
+# neither assumed nor reported, so a hard one costs little and claims nothing.
+SAT_RLIMIT = 80_000
 
 
 class Symbolic:
@@ -49,6 +52,7 @@ class Symbolic:
         self._heads: dict[int, list[Sym]] = {}  # origin -> sizes of its first axes
         self._origins = 0
         self._names: dict[str, int] = {}
+        self._low: dict[str, int] = {}  # free variable -> its lower bound
         self.stated = ()
 
     # ------------------------------------------------------------ symbols
@@ -61,6 +65,7 @@ class Symbolic:
         var = z3.Int(name)
         self.prover.add_fact(var >= lo, None)
         self.free.add(name)
+        self._low[name] = lo
         return Sym(var, text, prec=3 if text.isidentifier() else 0)
 
     def new_origin(self, t: TensorV) -> TensorV:
@@ -152,14 +157,17 @@ class Symbolic:
             return
         if cond is False:
             raise RefutedError(code, message, labels=self.stated)
-        cond = self.path.substitute(cond)
+        cond = self.cancel(self.path.substitute(cond))
         if z3.is_true(cond):
             return
         names = variables(cond)
         if z3.is_false(cond):
             raise RefutedError(code, message, labels=self.stated, why=NEVER)
         if names & self.free:
-            status = self.prover.satisfiable(cond, self.path.assumed)
+            if self._plainly_satisfiable(cond):
+                self._assume(cond)
+                return
+            status = self.prover.satisfiable(cond, self.path.assumed, SAT_RLIMIT)
             if status == z3.unsat:
                 raise RefutedError(code, message, labels=self.stated, why=NEVER)
             if status == z3.sat:
@@ -193,6 +201,76 @@ class Symbolic:
             raise RefutedError(code, message, cex, labels=self.stated, note=note)
         self.unproven += 1  # unknown to Z3: never reported as an error
 
+    def cancel(self, cond: Any) -> Any:
+        """`a*x == b*x` as `a == b` and `a*x % (b*x) == 0` as `a % b == 0`, for factors `x`
+        that are at least 1 (most reshapes then fold without the solver)."""
+        if z3.is_eq(cond):
+            lhs, rhs = cond.children()
+            if z3.is_int_value(lhs) and z3.is_mod(rhs):
+                lhs, rhs = rhs, lhs
+            if z3.is_int_value(rhs) and rhs.as_long() == 0 and z3.is_mod(lhs):
+                a, b = (self._product(t) for t in lhs.children())
+                a, b = self._common(a, b)
+                return z3.simplify(_mul(a) % _mul(b) == 0)
+            if lhs.sort() == z3.IntSort():
+                a, b = self._common(self._product(lhs), self._product(rhs))
+                return z3.simplify(_mul(a) == _mul(b))
+        return cond
+
+    def _product(self, t: Any) -> list[Any]:
+        if z3.is_mul(t):
+            return [f for c in t.children() for f in self._product(c)]
+        return [t]
+
+    def _common(self, a: list[Any], b: list[Any]) -> tuple[list[Any], list[Any]]:
+        rest = list(b)
+        keep = []
+        for f in a:
+            match = next((g for g in rest if g.get_id() == f.get_id()), None)
+            if match is not None and self._positive(f):
+                rest.remove(match)
+            else:
+                keep.append(f)
+        return keep, rest
+
+    def _positive(self, t: Any) -> bool:
+        if z3.is_int_value(t):
+            return t.as_long() > 0
+        if z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            name = str(t)
+            if name in self._low:
+                return self._low[name] >= 1
+            declared = getattr(self.prover, "_declared", {}).get(name)
+            return declared is not None and declared.low >= 1
+        return False
+
+    def _plainly_satisfiable(self, cond: Any) -> bool:
+        """`x == t` (or a disjunction with one) for a free `x` nothing constrains yet."""
+        if z3.is_or(cond):
+            return any(self._plainly_satisfiable(c) for c in cond.children())
+        if not z3.is_eq(cond):
+            return False
+        lhs, rhs = cond.children()
+        for var, term in ((lhs, rhs), (rhs, lhs)):
+            if substitution(var == term, self.free) is None or not _is_var(var):
+                continue
+            name = str(var)
+            if not self.path.untouched(name):
+                continue
+            if z3.is_int_value(term):
+                return term.as_long() >= self._low.get(name, 0)
+            return True
+        return False
+
+    def nonnegative(self, size: Sym) -> bool:
+        """Whether `size >= 0` for every size this path admits."""
+        if size.value is not None:
+            return size.value >= 0
+        cond = self.path.substitute(size.term >= 0)
+        if z3.is_true(cond):
+            return True
+        return self.prover.prove(cond, (), self.path.assumed).status == PROVEN
+
     def holds(self, cond: Any) -> bool | None:
         """Whether `cond` holds on this path for every size (None: not known)."""
         if cond is None or isinstance(cond, bool):
@@ -211,7 +289,7 @@ class Symbolic:
             return False
         if z3.is_true(cond):
             return True
-        return self.prover.satisfiable(cond, self.path.assumed) != z3.unsat
+        return self.prover.satisfiable(cond, self.path.assumed, SAT_RLIMIT) != z3.unsat
 
     def join_paths(self, paths: list[Path]) -> Path:
         return join_paths(paths)
@@ -222,3 +300,16 @@ def size_value(v: Any) -> Size:
 
 
 _ = UNKNOWN
+
+
+def _mul(factors: list[Any]) -> Any:
+    if not factors:
+        return z3.IntVal(1)
+    out = factors[0]
+    for f in factors[1:]:
+        out = out * f
+    return out
+
+
+def _is_var(t: Any) -> bool:
+    return z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED

@@ -131,14 +131,66 @@ class LayerV:
     text: str  # the constructor call as written, for messages
     items: list[Any] = field(default_factory=list)  # Sequential / ModuleList members
     span: Any = None  # where the layer is built (a secondary label on its errors)
+    named: dict[str, Any] = field(default_factory=dict)  # ModuleDict members
+    exact: bool = True  # False: a ModuleList filled in a loop; `items` holds what any item is
+    open: bool = False  # built with `**kwargs` nobody can read: unstated arguments are unknown
+    dtype: str | None = None  # after `.double()`, `.half()`, `.to(dtype)`
 
 
 @dataclass
 class ObjectV:
-    """An instance of a class defined in the checked file (an `nn.Module` subclass)."""
+    """An instance of a class defined in the checked file (an `nn.Module` subclass).
+
+    `layer`: the `torch.nn` layer a class derived from one is (`class Linear(nn.Linear)`),
+    whose weights and `forward` the instance has unless it overrides them."""
 
     cls: ast.ClassDef
     attrs: dict[str, Any] = field(default_factory=dict)
+    layer: Any = None
+
+
+@dataclass(frozen=True)
+class SuperV:
+    """`super()` inside a method of `cls`, bound to `obj`."""
+
+    cls: ast.ClassDef
+    obj: Any
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+@dataclass
+class DictV:
+    """A dict with string keys, every value known to the interpreter or not."""
+
+    items: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LambdaV:
+    """A `lambda`, with the scope it was made in."""
+
+    node: ast.Lambda
+    scope: Any  # the environment dict (captured by reference, as Python does)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+@dataclass(frozen=True)
+class PartialV:
+    """`functools.partial(f, *args, **kwargs)`."""
+
+    func: Any
+    args: tuple[Any, ...]
+    kwargs: tuple[tuple[str, Any], ...]
 
 
 @dataclass(frozen=True)
@@ -285,10 +337,17 @@ def show(s: Size) -> str:
     return "?" if s is None else s.text
 
 
-def show_shape(shape: Shape | None) -> str:
+def show_shape(shape: Shape | None, tail: bool = False) -> str:
+    """`[B, 768]`; with `tail`, the last sizes of a tensor of unknown rank: `[..., 768]`."""
     if shape is None:
         return "[?]"
+    if tail:
+        return "[" + ", ".join(["...", *(show(s) for s in shape)]) + "]"
     return "[" + ", ".join(show(s) for s in shape) + "]"
+
+
+def show_tensor(t: TensorV) -> str:
+    return show_shape(t.shape) if t.shape is not None else show_shape(t.tail, True)
 
 
 # ---------------------------------------------------------------- joins

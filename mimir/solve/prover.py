@@ -216,16 +216,20 @@ class Prover:
             self.queries += 1
 
     def satisfiable(
-        self, term: z3.BoolRef, assumptions: tuple[z3.BoolRef, ...] = ()
+        self,
+        term: z3.BoolRef,
+        assumptions: tuple[z3.BoolRef, ...] = (),
+        rlimit: int | None = None,
     ) -> z3.CheckSatResult:
-        """Whether `term` holds for some sizes the facts and `assumptions` admit."""
+        """Whether `term` holds for some sizes the facts and `assumptions` admit
+        (`rlimit`: this query's budget, smaller than a proof's)."""
         start = time.perf_counter()
         try:
             variables = _variables(term)
             for a in assumptions:
                 variables |= _variables(a)
             facts = self._relevant(variables)
-            return self._check(facts, term, *assumptions)[0]
+            return self._check(facts, term, *assumptions, rlimit=rlimit)[0]
         finally:
             self.solve_seconds += time.perf_counter() - start
             self.queries += 1
