@@ -179,6 +179,13 @@ def call_function(cx: Ctx, name: str, args: list, kwargs: dict) -> Any:
 
 
 def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str) -> Any:
+    if (
+        lib == "numpy"
+        and args
+        and isinstance(args[0], (IntV, FloatV))
+        and short in _ELEMENTWISE_1 | {"log", "exp", "sqrt", "log2", "log10", "power", "floor"}
+    ):
+        return FloatV()  # `np.log(10000)`: a Python number
     if name in ("numpy.random.randn", "numpy.random.rand", "numpy.random.standard_normal"):
         return tt.creation(cx, args, kwargs, lib)
     if name in ("numpy.random.randint", "torch.randint"):
@@ -342,7 +349,14 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
         "cos",
         "detach",
         "clone",
-    ):
+        "narrow",
+        "unflatten",
+        "movedim",
+        "type_as",
+        "masked_fill",
+        "softmax",
+        "log_softmax",
+    ) or (short in _ELEMENTWISE_1 | _ELEMENTWISE_2 | _REDUCE and not short.endswith("_")):
         if args and isinstance(args[0], TensorV):
             return call_method(cx, args[0], short, args[1:], kwargs)
         return UNKNOWN

@@ -323,6 +323,8 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
 
     def _api(self, name: str) -> Any:
         head, _, attr = name.rpartition(".")
+        if name == "numpy.newaxis":
+            return NoneV()
         if head in ("torch", "numpy") and attr in _DTYPE_NAMES:
             return DTypeV(_DTYPE_NAMES[attr])
         return ApiV(name)
@@ -379,6 +381,26 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         if not stars:
             t = self.refine(t, len(elts), names)
             if t.shape is None or len(t.shape) != len(elts):
+                if t.shape is None and len(elts) > (t.max_rank or len(elts)):
+                    self.report(
+                        RefutedError(
+                            "GPU107",
+                            f"`{segment(self.src.lines, target)}` unpacks the shape of a tensor "
+                            f"of rank at most {t.max_rank} into {len(elts)} names",
+                            labels=self.stated,
+                        ),
+                        target,
+                    )
+                elif t.shape is None and len(t.tail) > len(elts):
+                    self.report(
+                        RefutedError(
+                            "GPU107",
+                            f"`{segment(self.src.lines, target)}` unpacks the shape of a tensor "
+                            f"of rank {len(t.tail)} or more into {len(elts)} names",
+                            labels=self.stated,
+                        ),
+                        target,
+                    )
                 return UNKNOWN
             sizes: list[Any] = [IntV(s) for s in t.shape]
         elif len(stars) == 1:
@@ -621,6 +643,8 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         if isinstance(node, ast.BoolOp):
             values = [self.expr(v, env) for v in node.values]
             truths = [truth_of(v) for v in values]
+            if not all(isinstance(v, BoolV) for v in values):
+                return _short_circuit(values, truths, isinstance(node.op, ast.Or))
             terms = [
                 z3.BoolVal(t) if t is not None else getattr(v, "term", None)
                 for v, t in zip(values, truths, strict=True)
@@ -1469,6 +1493,25 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
 
     def kernel_call(self, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
         return kernel_calls.kernel_call(self, name, args, kwargs, node)
+
+
+def _short_circuit(values: list[Any], truths: list[bool | None], is_or: bool) -> Any:
+    """`a or b`, `a and b` on values that are not all bools: the operand Python returns
+    (`out_features or in_features`), or what every operand it may return agrees on."""
+    stop = True if is_or else False
+    candidates = []
+    for v, t in zip(values[:-1], truths[:-1], strict=True):
+        if t is stop:
+            candidates.append(v)
+            break
+        if t is None:
+            candidates.append(v)
+    else:
+        candidates.append(values[-1])
+    out = candidates[0]
+    for v in candidates[1:]:
+        out = join(out, v)
+    return out
 
 
 def _float_op(op: ast.operator, a: IntV | FloatV, b: IntV | FloatV) -> FloatV:

@@ -65,6 +65,7 @@ class Modular:
 
     def _init_modular(self) -> None:
         self._instances: dict[int, tuple[Any, tuple[Label, ...]]] = {}
+        self._built: dict[int, Path] = {}  # class -> the path its __init__ ended on
         self._configs: dict[int, ObjectV] = {}
         self._stating: list[Label] = []  # labels of stated configurations met while building
 
@@ -81,6 +82,7 @@ class Modular:
         if self.steps > self.budget:
             return
         obj, stated = self.instance_of(cls)
+        built = self._built.get(id(cls), Path())  # what __init__ asserted of the sizes
         for fn in cls.body:
             if not isinstance(fn, ast.FunctionDef) or fn.name == "__init__":
                 continue
@@ -90,12 +92,14 @@ class Modular:
             elif "classmethod" in kinds:
                 self.check_def(fn, ClassV(cls), ())
             elif isinstance(obj, ObjectV):
-                self.check_def(fn, obj, stated)
+                self.check_def(fn, obj, stated, built)
 
-    def check_def(self, fn: ast.FunctionDef, owner: Any, stated: tuple[Label, ...]) -> None:
+    def check_def(
+        self, fn: ast.FunctionDef, owner: Any, stated: tuple[Label, ...], start: Path | None = None
+    ) -> None:
         if self.steps > self.budget:
             return
-        self.path = Path()
+        self.path = start if start is not None else Path()
         self.stated = stated
         try:
             self.call_function(FuncV(fn, owner), None, None, {}, standalone=True)
@@ -115,6 +119,7 @@ class Modular:
         self.path = Path()
         try:
             obj = self.instantiate(ClassV(cls), None, {}, standalone=True)
+            self._built[key] = self.path
         finally:
             self.path = Path()
             stated = tuple(dict.fromkeys(self._stating))

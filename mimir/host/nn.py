@@ -300,7 +300,9 @@ def conv_shape(
         last = cx.tail_of(t, d + 1)
         t = TensorV(last, t.dtype, t.lib)
         out = conv_shape(cx, t, d, cin, cout, k, s, padding, dil, what)
-        return TensorV(None, out.dtype, out.lib, out.shape) if isinstance(out, TensorV) else out
+        if not isinstance(out, TensorV):
+            return out
+        return TensorV(None, out.dtype, out.lib, out.shape, max_rank=d + 2)
     if len(t.shape) not in (d + 1, d + 2):
         cx.fail(
             "GPU101",
@@ -346,7 +348,9 @@ def pool(
     if t.shape is None:  # [C, *spatial] or [N, C, *spatial]: the last d + 1 sizes are known
         last = cx.tail_of(t, d + 1)
         out = pool(cx, TensorV(last, t.dtype, t.lib), d, k, s, p, dil, what)
-        return TensorV(None, t.dtype, t.lib, out.shape) if isinstance(out, TensorV) else out
+        if not isinstance(out, TensorV):
+            return out
+        return TensorV(None, t.dtype, t.lib, out.shape, max_rank=d + 2)
     if len(t.shape) not in (d + 1, d + 2):
         cx.fail(
             "GPU101", f"`{what}` needs a {d + 1}-d or {d + 2}-d input, got {show_shape(t.shape)}"
@@ -364,7 +368,9 @@ def adaptive(cx: Ctx, t: TensorV, d: int, size: Any, what: str) -> Any:
     if t.shape is None:
         last = cx.tail_of(t, d + 1)
         out = adaptive(cx, TensorV(last, t.dtype, t.lib), d, size, what)
-        return TensorV(None, t.dtype, t.lib, out.shape) if isinstance(out, TensorV) else out
+        if not isinstance(out, TensorV):
+            return out
+        return TensorV(None, t.dtype, t.lib, out.shape, max_rank=d + 2)
     if len(t.shape) not in (d + 1, d + 2):
         cx.fail(
             "GPU101", f"`{what}` needs a {d + 1}-d or {d + 2}-d input, got {show_shape(t.shape)}"

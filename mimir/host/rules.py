@@ -68,6 +68,14 @@ class Ctx(Protocol):
         """Whether `cond` holds on this path for every size (None: not known)."""
         ...
 
+    def holds_always(self, cond: Any) -> bool:
+        """Whether `cond` is proven for every size this path admits."""
+        ...
+
+    def quotient(self, a: Any, b: Any) -> Any:
+        """`a // b` for a reshape that infers a size, common factors cancelled."""
+        ...
+
     def nonnegative(self, size: Any) -> bool:
         """Whether a size is at least 0 for every size this path admits."""
         ...

@@ -19,12 +19,13 @@ gives every value of that origin in the current scope the full shape.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from mimir.diagnostics.diagnostic import Label
 from mimir.host.assume import Path, join_paths, substitution, variables
 from mimir.host.rules import RefutedError
-from mimir.host.values import UNKNOWN, IntV, Shape, Size, Sym, TensorV
+from mimir.host.values import UNKNOWN, IntV, Shape, Size, Sym, TensorV, arith, const
 from mimir.solve.prover import PROVEN, REFUTED, Prover
 from mimir.solve.z3lib import z3
 
@@ -74,7 +75,7 @@ class Symbolic:
             return t
         self._origins += 1
         self._tails[self._origins] = list(reversed(t.tail))
-        return TensorV(None, t.dtype, t.lib, t.tail, self._origins)
+        return TensorV(None, t.dtype, t.lib, t.tail, self._origins, t.max_rank)
 
     def current(self, t: TensorV) -> TensorV:
         """`t` with every last-axis size its origin has recorded."""
@@ -83,7 +84,7 @@ class Symbolic:
         tail = self._tails.get(t.origin, [])
         if len(tail) <= len(t.tail):
             return t
-        return TensorV(None, t.dtype, t.lib, tuple(reversed(tail)), t.origin)
+        return TensorV(None, t.dtype, t.lib, tuple(reversed(tail)), t.origin, t.max_rank)
 
     def axis_size(self, t: TensorV, k: int, label: str = "x") -> Size:
         """The size of axis `k` (negative from the end); a free symbol when not known."""
@@ -118,7 +119,7 @@ class Symbolic:
         if t.shape is not None:
             return t
         t = self.current(t)
-        if len(t.tail) > rank:
+        if len(t.tail) > rank or (t.max_rank is not None and rank > t.max_rank):
             return t  # the caller reports the rank mismatch
         shape: list[Size] = [None] * rank
         for k, s in enumerate(t.tail):
@@ -217,6 +218,23 @@ class Symbolic:
                 return z3.simplify(_mul(a) == _mul(b))
         return cond
 
+    def quotient(self, a: Size, b: Size) -> Size:
+        """`a // b` with the factors both have in common cancelled (`B*T*768 // (B*T*12)`
+        is 64), for a reshape that infers a size."""
+        if a is None or b is None:
+            return None
+        if a.value is not None and b.value is not None:
+            return arith("//", a, b)
+        num, den = self._common(self._product(a.term), self._product(b.term))
+        top, bottom = z3.simplify(_mul(num)), z3.simplify(_mul(den))
+        if z3.is_int_value(bottom) and bottom.as_long() == 1:
+            return Sym(top, _shown(top), prec=2)
+        if z3.is_int_value(top) and z3.is_int_value(bottom) and bottom.as_long() != 0:
+            if top.as_long() % bottom.as_long() == 0:
+                return const(top.as_long() // bottom.as_long())
+        term = z3.simplify(top / bottom)
+        return Sym(term, _shown(term), prec=2)
+
     def _product(self, t: Any) -> list[Any]:
         if z3.is_mul(t):
             return [f for c in t.children() for f in self._product(c)]
@@ -271,6 +289,15 @@ class Symbolic:
             return True
         return self.prover.prove(cond, (), self.path.assumed).status == PROVEN
 
+    def holds_always(self, cond: Any) -> bool:
+        """Whether `cond` is proven for every size this path admits (asks the solver)."""
+        if cond is None or isinstance(cond, bool):
+            return cond is True
+        cond = self.cancel(self.path.substitute(cond))
+        if z3.is_true(cond):
+            return True
+        return self.prover.prove(cond, (), self.path.assumed).status == PROVEN
+
     def holds(self, cond: Any) -> bool | None:
         """Whether `cond` holds on this path for every size (None: not known)."""
         if cond is None or isinstance(cond, bool):
@@ -313,3 +340,8 @@ def _mul(factors: list[Any]) -> Any:
 
 def _is_var(t: Any) -> bool:
     return z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED
+
+
+def _shown(term: Any) -> str:
+    """A Z3 term as the user reads it: the display names of free sizes, no `#k` suffix."""
+    return re.sub(r"#\d+", "", str(term)).replace("/", "//").replace("\n", " ")

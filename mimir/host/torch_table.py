@@ -255,7 +255,10 @@ def elementwise(cx: Ctx, *operands: Any, dtype: str | None = "promote") -> Any:
     origins = {t.origin for t in unknown}
     others = [o for o in operands if not (isinstance(o, TensorV) and o.shape is None)]
     keep = len(origins) == 1 and None not in origins and all(operand_shape(o) == () for o in others)
-    return TensorV(None, dtype, lib, tuple(tail or ()), unknown[0].origin if keep else None)
+    ranks = [t.rank if t.shape is not None else t.max_rank for t in tensors]
+    most = None if None in ranks else max(r for r in ranks if r is not None)
+    origin = unknown[0].origin if keep else None
+    return TensorV(None, dtype, lib, tuple(tail or ()), origin, most)
 
 
 # ---------------------------------------------------------------- linear algebra
@@ -446,7 +449,7 @@ def reshape(cx: Ctx, t: TensorV, new: list[Size] | None, what: str = "view") -> 
             f"{show(total)} is not a multiple of {show(known)}",
             (t.shape,),
         )
-        size = arith("//", total, known)
+        size = cx.quotient(total, known)
         return TensorV(
             tuple(size if i in inferred else s for i, s in enumerate(new)), t.dtype, t.lib
         )
@@ -485,6 +488,12 @@ def flatten(cx: Ctx, t: TensorV, start: Any, end: Any) -> Any:
 
 def permute(cx: Ctx, t: TensorV, dims: list[int | None] | None) -> Any:
     if t.shape is None and dims is not None and None not in dims:
+        if t.max_rank is not None and len(dims) > t.max_rank:
+            cx.fail(
+                "GPU017",
+                f"permute got {len(dims)} dims for a tensor of rank at most {t.max_rank} "
+                f"({show_shape(t.tail, True)})",
+            )
         t = cx.refine(t, len(dims))  # permute names every axis: its length is the rank
     if t.shape is None or dims is None or None in dims:
         return TensorV(None, t.dtype, t.lib)
@@ -678,6 +687,8 @@ def split(cx: Ctx, t: TensorV, size: Any, dim: Any, chunks: bool) -> Any:
     # symbolic: exact when the size is a literal multiple of the piece (`3 * d` by `d`)
     if chunks and k is not None and k > 0:
         q = _quotient(n_sym, k)
+        if q is None and cx.holds_always(eq(arith("%", n_sym, const(k)), const(0))):
+            q = arith("//", n_sym, const(k))  # `assert hidden % 2 == 0`, then `chunk(2)`
         return UNKNOWN if q is None else TupleV(tuple(piece(q) for _ in range(k)))
     count = _multiple(n_sym, k_sym)
     return UNKNOWN if count is None else TupleV(tuple(piece(k_sym) for _ in range(count)))

@@ -53,6 +53,7 @@ class TensorV:
     lib: str = "torch"  # "torch" | "numpy" | "mimir"
     tail: Shape = ()
     origin: int | None = None
+    max_rank: int | None = None  # when the rank is unknown: at most this (a conv's output)
 
     @property
     def rank(self) -> int | None:
@@ -62,7 +63,7 @@ class TensorV:
         return TensorV(None if shape is None else tuple(shape), self.dtype, self.lib)
 
     def with_dtype(self, dtype: str | None) -> TensorV:
-        return TensorV(self.shape, dtype, self.lib, self.tail, self.origin)
+        return TensorV(self.shape, dtype, self.lib, self.tail, self.origin, self.max_rank)
 
     def with_tail(self, tail: Shape) -> TensorV:
         """A tensor of unknown rank whose last axes are `tail`."""
