@@ -668,6 +668,19 @@ _CODES = [
         "import torch\n\nx = torch.randn(4, 6)\nassert x.shape[1] == 6\n",
     ),
     Code(
+        "GPU109",
+        "einops-mismatch",
+        "an einops pattern does not fit the shape of the tensor it is applied to",
+        "`rearrange(x, 'b n (h d) -> b h n d', h=8)` names one axis of `x` per group on "
+        "the left, so `x` must have that many axes, and each group's sizes must multiply "
+        "to the axis it stands for: einops raises EinopsError otherwise",
+        "write the pattern for the tensor's rank, or give sizes that divide the axis",
+        "import torch\nfrom einops import rearrange\n\n"
+        "x = torch.randn(2, 16, 64)\ny = rearrange(x, 'b n h d -> b h n d', h=8)\n",
+        "import torch\nfrom einops import rearrange\n\n"
+        "x = torch.randn(2, 16, 64)\ny = rearrange(x, 'b n (h d) -> b h n d', h=8)\n",
+    ),
+    Code(
         "GPU090",
         "unused-suppression",
         "a `# mimir: ignore[...]` comment that suppresses nothing",

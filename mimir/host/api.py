@@ -231,6 +231,16 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
         if isinstance(data, TensorV):
             return TensorV(data.shape, dtype or data.dtype, lib)
         return tt.from_data(data, lib, dtype)
+    if short == "meshgrid" and lib == "torch":
+        items = args[0].items if len(args) == 1 and isinstance(args[0], TupleV) else args
+        ts = [tt.tensor(a) for a in items]
+        if not ts or any(t is None or t.shape is None or len(t.shape) != 1 for t in ts):
+            return UNKNOWN
+        sizes = [t.shape[0] for t in ts]  # type: ignore[union-attr, index]
+        order = kwargs.get("indexing")
+        if isinstance(order, StrV) and order.value == "xy" and len(sizes) >= 2:
+            sizes[0], sizes[1] = sizes[1], sizes[0]
+        return TupleV(tuple(TensorV(tuple(sizes), t.dtype, lib) for t in ts if t is not None))
     if short in ("outer", "ger") and len(args) == 2:
         a, b = tt.tensor(args[0]), tt.tensor(args[1])
         if a is None or b is None:

@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 from mimir.diagnostics.codes import REGISTRY
 from mimir.diagnostics.diagnostic import Diagnostic, Label
 from mimir.dims import Dim
-from mimir.host import api, kernel_calls, nn
+from mimir.host import api, einops, kernel_calls, nn
 from mimir.host import torch_table as tt
 from mimir.host.annotations import read_host_annotation
 from mimir.host.assume import variables
@@ -103,6 +103,7 @@ _BUILTIN_ITERS = {"range", "enumerate", "zip", "reversed", "sorted"}
 _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "add_module"}
 OPEN = "**"  # the keyword a layer built with unreadable `**kwargs` gets
 _BUILD_LAYER = "<build layer>"
+_EINOPS_LAYERS = ("Rearrange", "Repeat", "Reduce")
 _LIBRARIES = ("torch", "numpy", "jaxtyping", "mimir", "functools", "math", "einops")
 _MODULE_SELF = {"to", "cuda", "cpu", "train", "eval", "float", "double", "half", "requires_grad_"}
 _DTYPE_NAMES = {
@@ -626,9 +627,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             return self.lookup(node.id, env)
         if isinstance(node, (ast.Tuple, ast.List)):
             if any(isinstance(e, ast.Starred) for e in node.elts):
-                for e in node.elts:
-                    self.expr(e.value if isinstance(e, ast.Starred) else e, env)
-                return UNKNOWN
+                return self._spread(node, env)
             return TupleV(tuple(self.expr(e, env) for e in node.elts), isinstance(node, ast.List))
         if isinstance(node, ast.Attribute):
             return self.attribute(node, self.expr(node.value, env))
@@ -683,6 +682,30 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             self.bind(node.target, value, env)
             return value
         return UNKNOWN
+
+    def _spread(self, node: ast.Tuple | ast.List, env: dict) -> Any:
+        """`(a, *xs, b)`: the items of `xs` in place; `(*x.shape, h)` of a tensor of
+        unknown rank is kept for an unpacking to fix the rank."""
+        items: list[Any] = []
+        shape: ShapeOfV | None = None
+        after: list[Any] = []
+        known = True
+        for e in node.elts:
+            value = self.expr(e.value if isinstance(e, ast.Starred) else e, env)
+            target = after if shape is not None else items
+            if not isinstance(e, ast.Starred):
+                target.append(value)
+            elif isinstance(value, TupleV):
+                target.extend(value.items)
+            elif isinstance(value, ShapeOfV) and shape is None:
+                shape = value
+            else:
+                known = False
+        if not known:
+            return UNKNOWN
+        if shape is not None:
+            return SpreadV(tuple(items), shape, tuple(after))
+        return TupleV(tuple(items), isinstance(node, ast.List))
 
     def dict_display(self, node: ast.Dict, env: dict) -> Any:
         items: dict[str, Any] = {}
@@ -1230,6 +1253,14 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             return PartialV(args[0], tuple(args[1:]), tuple(kwargs.items()))
         if name.startswith("math."):
             return _math(name[5:], args)
+        if name in ("einops.rearrange", "einops.repeat", "einops.reduce"):
+            return einops.apply(self, name[7:], args, kwargs)
+        if name.startswith("einops.layers.") and name.rsplit(".", 1)[-1] in _EINOPS_LAYERS:
+            kind = name.rsplit(".", 1)[-1].lower()
+            given = dict(kwargs)
+            for key, v in zip(("pattern", "reduction"), args, strict=False):
+                given[key] = v
+            return PartialV(ApiV(f"einops.{kind}"), (), tuple(given.items()))
         if name == _BUILD_LAYER and len(args) >= 2 and isinstance(args[0], ObjectV):
             self.build_layer(args[0], args[1].value, args[2:], kwargs)
             return NoneV()

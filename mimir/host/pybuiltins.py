@@ -159,6 +159,8 @@ class PyBuiltins:
             types = _PY_TYPES.get(name[9:])
             if types is None:
                 return None
+            if isinstance(value, IntV) and name[9:] in ("tuple", "list", "str", "dict"):
+                return False  # a size nobody stated is checked as the int it is read as
             if isinstance(value, IntV) and (value.maybe_none or value.sym is None):
                 return None
             known = (IntV, FloatV, BoolV, StrV, TupleV, DictV, TensorV, NoneV, LayerV, ObjectV)

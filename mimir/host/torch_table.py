@@ -193,7 +193,10 @@ def _pair(cx: Ctx, a: Size, b: Size, shapes: tuple) -> Size:
     )
     if eq(a, b) is True:
         return a
-    return None if a.value is None or b.value is None else a
+    if a.value is None or b.value is None:
+        # the size that is not 1: `b` unless it is 1 (both are when they are equal)
+        return Sym(z3.If(b.term == 1, a.term, b.term), a.text if b.value == 1 else b.text)
+    return a
 
 
 def promote(a: Any, b: Any) -> str | None:
@@ -597,6 +600,13 @@ def cat(cx: Ctx, tensors: Any, dim: Any, stack: bool, what: str) -> Any:
     items = [tensor(x) for x in tensors.items]
     if any(x is None for x in items):
         return UNKNOWN
+    ranks = {len(x.shape) for x in items if x is not None and x.shape is not None}
+    if len(ranks) == 1:  # every tensor joined has one rank: those of unknown rank too
+        rank = next(iter(ranks)) + (0 if not stack else 0)
+        items = [
+            cx.refine(x, rank) if x is not None and x.shape is None and len(x.tail) <= rank else x
+            for x in items
+        ]
     known = [x for x in items if x is not None and x.shape is not None]
     lib = items[0].lib if items[0] else "torch"
     dtype = items[0].dtype if all(x and x.dtype == items[0].dtype for x in items) else None
@@ -689,7 +699,16 @@ def split(cx: Ctx, t: TensorV, size: Any, dim: Any, chunks: bool) -> Any:
         q = _quotient(n_sym, k)
         if q is None and cx.holds_always(eq(arith("%", n_sym, const(k)), const(0))):
             q = arith("//", n_sym, const(k))  # `assert hidden % 2 == 0`, then `chunk(2)`
-        return UNKNOWN if q is None else TupleV(tuple(piece(q) for _ in range(k)))
+        if q is not None:
+            return TupleV(tuple(piece(q) for _ in range(k)))
+        # chunks of ceil(n / k): k of them unless n is small (`chunk(3)` of 2 makes 2)
+        step = arith("//", arith("+", n_sym, const(k - 1)), const(k))
+        if k > 1 and cx.holds_always(
+            le(arith("*", const(k - 1), step), arith("-", n_sym, const(1)))
+        ):
+            last = arith("-", n_sym, arith("*", const(k - 1), step))
+            return TupleV((*(piece(step) for _ in range(k - 1)), piece(last)))
+        return UNKNOWN
     count = _multiple(n_sym, k_sym)
     return UNKNOWN if count is None else TupleV(tuple(piece(k_sym) for _ in range(count)))
 

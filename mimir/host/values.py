@@ -354,9 +354,13 @@ def show_tensor(t: TensorV) -> str:
 # ---------------------------------------------------------------- joins
 
 
-def join(a: Any, b: Any) -> Any:
+def join(a: Any, b: Any, depth: int = 0) -> Any:
     """What is known of a value that is `a` on one path and `b` on another."""
-    if a is b or a == b and not isinstance(a, (TensorV, IntV, TupleV)):
+    if a is b:
+        return a
+    if isinstance(a, (ObjectV, LayerV)) and type(a) is type(b):
+        return _join_modules(a, b, depth) if depth < 6 else UNKNOWN
+    if a == b and not isinstance(a, (TensorV, IntV, TupleV)):
         return a
     if isinstance(a, TensorV) and isinstance(b, TensorV):
         dtype = a.dtype if a.dtype == b.dtype else None
@@ -398,6 +402,37 @@ def agree(a: Any, b: Any) -> bool:
             agree(x, y) for x, y in zip(a.items, b.items, strict=True)
         )
     return a is b or a == b
+
+
+def _join_modules(a: Any, b: Any, depth: int) -> Any:
+    """Two modules of one class (built in two rounds of a loop): what both agree on."""
+    if isinstance(a, ObjectV):
+        if a.cls is not b.cls:
+            return UNKNOWN
+        attrs = {k: join(v, b.attrs[k], depth + 1) for k, v in a.attrs.items() if k in b.attrs}
+        layer = join(a.layer, b.layer, depth + 1) if a.layer is not None else b.layer
+        return ObjectV(a.cls, attrs, layer if b.layer is not None else None)
+    if (
+        a.kind != b.kind
+        or len(a.args) != len(b.args)
+        or a.kwargs.keys() != b.kwargs.keys()
+        or len(a.items) != len(b.items)
+        or a.named.keys() != b.named.keys()
+        or a.exact != b.exact
+    ):
+        return UNKNOWN
+    return LayerV(
+        a.kind,
+        [join(x, y, depth + 1) for x, y in zip(a.args, b.args, strict=True)],
+        {k: join(v, b.kwargs[k], depth + 1) for k, v in a.kwargs.items()},
+        a.text,
+        [join(x, y, depth + 1) for x, y in zip(a.items, b.items, strict=True)],
+        a.span,
+        {k: join(v, b.named[k], depth + 1) for k, v in a.named.items()},
+        a.exact,
+        a.open or b.open,
+        a.dtype if a.dtype == b.dtype else None,
+    )
 
 
 def _common_tail(a: Shape, b: Shape) -> Shape:
