@@ -150,14 +150,15 @@ def test_hover_shapes_are_recorded() -> None:
     assert _host(src).shapes == {(2, 1): "[4, 3]", (3, 1): "[1, 4, 3]"}
 
 
-def test_torch_layer_fixture_agrees_with_pytorch() -> None:
-    """Each `case_*` of torch_layers.py raises under CPU PyTorch exactly at its error marker,
+@pytest.mark.parametrize("name", ["torch_layers.py", "torch_table_reach.py"])
+def test_torch_layer_fixture_agrees_with_pytorch(name: str) -> None:
+    """Each `case_*` of the fixture raises under CPU PyTorch exactly at its error marker,
     and warns (a UserWarning from PyTorch) exactly at its warning marker."""
     import runpy
     import traceback
     import warnings
 
-    path = REPO / "tests" / "fixtures" / "host" / "torch_layers.py"
+    path = REPO / "tests" / "fixtures" / "host" / name
     marks = markers(path.read_text())
     errors = {line for line, code in marks if REGISTRY[code].severity == "error"}
     warned_at = {line for line, code in marks if REGISTRY[code].severity == "warning"}
@@ -173,7 +174,9 @@ def test_torch_layer_fixture_agrees_with_pytorch() -> None:
             except Exception as err:  # noqa: BLE001 - every crash is what is measured
                 frames = traceback.extract_tb(err.__traceback__)
                 raised.add([f.lineno for f in frames if f.filename == str(path)][-1])
-        if any(issubclass(w.category, UserWarning) for w in caught):
+        if any(  # the loss-broadcast warning, not PyTorch's notes on its own kernels
+            issubclass(w.category, UserWarning) and "target size" in str(w.message) for w in caught
+        ):
             warned.add(name)
     assert raised == errors
     tree = ast.parse(path.read_text())
@@ -183,7 +186,8 @@ def test_torch_layer_fixture_agrees_with_pytorch() -> None:
         if isinstance(fn, ast.FunctionDef)
         and any(fn.lineno <= line <= (fn.end_lineno or fn.lineno) for line in warned_at)
     }
-    assert warned == cases_with_warning_markers != set()
+    assert warned == cases_with_warning_markers
+    assert warned or name != "torch_layers.py"
 
 
 def test_symbolic_sizes_show_the_shapes_of_the_counterexample() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mimir.host import nn
+from mimir.host import nn, nn_spatial
 from mimir.host import torch_table as tt
 from mimir.host.rules import Ctx
 from mimir.host.values import (
@@ -513,6 +513,22 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
         return tt.split(cx, t, size, tt.arg(args, kwargs, 1, "dim"), name == "chunk")
     if name == "unbind":
         return tt.unbind(cx, t, tt.arg(args, kwargs, 0, "dim"))
+    if name == "narrow":
+        return tt.narrow(
+            cx,
+            t,
+            tt.arg(args, kwargs, 0, "dim"),
+            tt.arg(args, kwargs, 1, "start"),
+            tt.arg(args, kwargs, 2, "length"),
+        )
+    if name == "unfold" and t.lib == "torch":
+        return nn_spatial.tensor_unfold(
+            cx,
+            t,
+            tt.arg(args, kwargs, 0, "dimension"),
+            tt.arg(args, kwargs, 1, "size"),
+            tt.arg(args, kwargs, 2, "step"),
+        )
     if name in ("matmul", "mm", "dot", "__matmul__"):
         return tt.matmul(cx, t, args[0] if args else UNKNOWN)
     if name == "bmm":

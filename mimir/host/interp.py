@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 from mimir.diagnostics.codes import REGISTRY
 from mimir.diagnostics.diagnostic import Diagnostic, Label
 from mimir.dims import Dim
-from mimir.host import api, einops, kernel_calls, nn
+from mimir.host import api, einops, kernel_calls, nn, nn_spatial
 from mimir.host import torch_table as tt
 from mimir.host.annotations import read_host_annotation
 from mimir.host.assume import variables
@@ -1298,6 +1298,10 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             dtype = kwargs.get("dtype")
             if isinstance(dtype, DTypeV):
                 layer.dtype = dtype.name
+            if kind == "GroupNorm" and node is not None:
+                groups = tt.size_of(nn.param(layer, "num_groups"))
+                channels = tt.size_of(nn.param(layer, "num_channels"))
+                self.guard(node, lambda: nn_spatial.group_norm_built(self, groups, channels, text))
             return layer
         if name in ("torch.utils.data.TensorDataset",):
             return _Dataset(list(args))

@@ -729,6 +729,28 @@ def _quotient(n: Sym, c: int) -> Size:
     return None
 
 
+def narrow(cx: Ctx, t: TensorV, dim: Any, start: Any, length: Any) -> Any:
+    """`t.narrow(dim, start, length)`: `length` items from `start`, which must fit."""
+    if t.shape is None:
+        return TensorV(None, t.dtype, t.lib)
+    d = axis(cx, dim, len(t.shape), "narrow")
+    a, n = size_of(start), size_of(length)
+    if d is None:
+        return TensorV(None, t.dtype, t.lib)
+    size = t.shape[d]
+    if a is not None and a.value is not None and a.value < 0:
+        a = arith("+", size, a)  # a negative start counts from the end
+    cx.need(
+        le(arith("+", a, n), size),
+        "GPU018",
+        f"`narrow({d}, {show(a)}, {show(n)})` reaches past dim {d} of size {show(size)}",
+        (t.shape,),
+    )
+    shape = list(t.shape)
+    shape[d] = n
+    return TensorV(tuple(shape), t.dtype, t.lib)
+
+
 def unbind(cx: Ctx, t: TensorV, dim: Any) -> Any:
     """`t.unbind(dim)`: a tuple of one tensor per index along `dim`."""
     d_lit = int_lit(dim if dim is not None else IntV(const(0)))
