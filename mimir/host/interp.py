@@ -32,6 +32,7 @@ from mimir.host import api, einops, kernel_calls, nn, nn_spatial
 from mimir.host import torch_table as tt
 from mimir.host.annotations import read_host_annotation
 from mimir.host.assume import variables
+from mimir.host.coverage import KNOWN, PARTIAL, UNKNOWN_SHAPE, Coverage
 from mimir.host.flow import (
     DEAD,
     aliases,
@@ -90,6 +91,7 @@ from mimir.host.values import (
     product,
     same,
     show_shape,
+    show_tensor,
 )
 from mimir.parse.module import ModuleInfo
 from mimir.solve.prover import Prover
@@ -120,6 +122,7 @@ class HostResult:
     unknown_calls: int = 0  # calls given a known tensor whose result the table does not know
     unproven: int = 0  # obligations Z3 could not decide (never reported as errors)
     shapes: dict[tuple[int, int], str] = field(default_factory=dict)  # hover: (line, col) -> shape
+    coverage: Coverage = field(default_factory=Coverage)  # what a clean run checked
 
 
 @dataclass
@@ -168,6 +171,10 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         self.quiet = 0  # inside code that expects an error (try/except, pytest.raises)
         self._memo: dict[tuple, Any] = {}
         self._summaries: dict[tuple, tuple[Any, tuple, Any]] = {}
+        self.coverage = Coverage()
+        self._counted_layers: set[tuple[int, int]] = set()
+        self._unknown_names: dict[tuple[int, int], str] = {}  # hover: why a name is unknown
+        self._reasons: dict[tuple[int, int], str] = {}  # unknown call -> why
         self._hover: dict[tuple[int, int], Any] = {}
 
     # ------------------------------------------------------------ entry
@@ -177,7 +184,9 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         self.block(tree.body, self.globals, None)
         self.check_every_function(tree)
         diags = sorted(self.found.values(), key=Diagnostic.sort_key)
-        return HostResult(diags, len(self.unknown_nodes), self.unproven, self.shapes)
+        for key, reason in self._unknown_names.items():
+            self.shapes.setdefault(key, f"unknown: {reason}")
+        return HostResult(diags, len(self.unknown_nodes), self.unproven, self.shapes, self.coverage)
 
     # ------------------------------------------------------------ the context rules use
 
@@ -258,6 +267,11 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             value = self.expr(stmt.value, env)
             for target in stmt.targets:
                 self.bind(target, value, env)
+            if value is UNKNOWN and isinstance(stmt.value, ast.Call):
+                reason = self._reasons.get((stmt.value.lineno, stmt.value.col_offset + 1))
+                for target in stmt.targets:
+                    if reason and isinstance(target, ast.Name):
+                        self._unknown_names[(target.lineno, target.col_offset + 1)] = reason
         elif isinstance(stmt, ast.AnnAssign):
             if stmt.value is not None:
                 value = self.expr(stmt.value, env)
@@ -342,8 +356,8 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                 seen = self._hover.get(key)
                 self._hover[key] = value if seen is None else join(seen, value)
                 joined = self._hover[key]
-                if isinstance(joined, TensorV) and joined.shape is not None:
-                    self.shapes[key] = show_shape(joined.shape)
+                if isinstance(joined, TensorV) and (joined.shape is not None or joined.tail):
+                    self.shapes[key] = show_tensor(joined)
                 else:
                     self.shapes.pop(key, None)
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -632,9 +646,15 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         if isinstance(node, ast.Attribute):
             return self.attribute(node, self.expr(node.value, env))
         if isinstance(node, ast.Call):
-            return self.call(node, env)
+            inputs: list[Any] = []
+            value = self.call(node, env, inputs)
+            self._cover(node, value, inputs)
+            return value
         if isinstance(node, ast.BinOp):
-            return self.binop(node, self.expr(node.left, env), node.op, self.expr(node.right, env))
+            left, right = self.expr(node.left, env), self.expr(node.right, env)
+            value = self.binop(node, left, node.op, right)
+            self._cover(node, value, [left, right])
+            return value
         if isinstance(node, ast.UnaryOp):
             return self.unary(node, self.expr(node.operand, env))
         if isinstance(node, ast.Compare):
@@ -1094,8 +1114,32 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
 
     # ------------------------------------------------------------ calls
 
-    def call(self, node: ast.Call, env: dict) -> Any:
+    def _cover(self, node: ast.expr, value: Any, inputs: list[Any]) -> None:
+        """Count a tensor expression for the coverage report (`mimir.host.coverage`)."""
+        if self.quiet:
+            return
+        at = (node.lineno, node.col_offset + 1)
+        results = value.items if isinstance(value, TupleV) else (value,)
+        made = [v for v in results if isinstance(v, TensorV)]
+        if made:
+            worst = min(_status(t) for t in made)
+            self.coverage.record(at, worst, self._reasons.get(at))
+        elif value is UNKNOWN and any(isinstance(v, TensorV) for v in inputs):
+            self.coverage.record(at, UNKNOWN_SHAPE, self._reasons.get(at))
+
+    def _reason(self, node: ast.Call, func: Any) -> str:
+        """Why a call with tensor inputs gives an unknown result, in the user's words."""
+        if isinstance(func, ApiV):
+            return f"unknown call `{func.name.removeprefix('builtins.')}`"
+        if isinstance(func, MethodV) and isinstance(func.receiver, TensorV):
+            return f"unknown method `.{func.name}`"
+        text = segment(self.src.lines, node.func)
+        return f"unknown call `{text if len(text) <= 40 else text[:37] + '...'}`"
+
+    def call(self, node: ast.Call, env: dict, inputs: list[Any] | None = None) -> Any:
         func = self.expr(node.func, env)
+        if inputs is not None and isinstance(func, MethodV):
+            inputs.append(func.receiver)
         args: list[Any] = []
         for a in node.args:
             if isinstance(a, ast.Starred):
@@ -1117,6 +1161,8 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                 kwargs[OPEN] = True  # a layer built with `**kwargs`: unstated arguments unknown
             else:
                 return self._unknown_call(node, func, args)
+        if inputs is not None:
+            inputs.extend([*args, *kwargs.values()])
         if (
             isinstance(node.func, ast.Attribute)
             and node.func.attr in _MUTATORS
@@ -1158,6 +1204,14 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
 
     def _unknown_call(self, node: ast.Call, func: Any, args: list) -> Any:
         receiver = func.receiver if isinstance(func, MethodV) else None
+        at = (node.lineno, node.col_offset + 1)
+        named = not any(isinstance(n, ast.Call) for n in ast.walk(node.func))
+        if (
+            named
+            and at not in self._reasons
+            and any(isinstance(v, TensorV) for v in [receiver, *args])
+        ):
+            self._reasons[at] = self._reason(node, func)  # a root cause, not a cascade
         if any(isinstance(v, TensorV) and v.shape is not None for v in [receiver, *args]):
             if not (isinstance(func, ApiV) and func.name.startswith("builtins.")):
                 self.unknown_nodes.add((node.lineno, node.col_offset))
@@ -1267,6 +1321,11 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         if name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):
             kind = name.rsplit(".", 1)[-1]
             if kind not in nn.KNOWN_LAYERS:
+                if node is not None and kind[:1].isupper() and not self.quiet:
+                    key = (node.lineno, node.col_offset)
+                    if key not in self._counted_layers:
+                        self._counted_layers.add(key)
+                        self.coverage.layers[f"nn.{kind}"] += 1
                 return UNKNOWN
             text = segment(self.src.lines, node) if node is not None else kind
             open_ = bool(kwargs.pop(OPEN, False))
@@ -1663,6 +1722,12 @@ def _label(node: ast.expr) -> str:
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         return f"{node.value.id}.{node.attr}"
     return "x"
+
+
+def _status(t: TensorV) -> int:
+    if t.shape is not None and None not in t.shape:
+        return KNOWN
+    return PARTIAL if t.shape is not None or t.tail else UNKNOWN_SHAPE
 
 
 def _objects(env: dict) -> list[ObjectV]:

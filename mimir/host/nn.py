@@ -415,7 +415,7 @@ def conv_shape(
         f"({show(c)} channels)",
         (t.shape,),
     )
-    names = ["L"] if d == 1 else ["H", "W"]
+    names = ["L"] if d == 1 else ["H", "W"] if d == 2 else ["D", "H", "W"]
     spatial = t.shape[-d:]
     if isinstance(padding, StrV):
         if padding.value == "same":
@@ -454,7 +454,7 @@ def pool(
         cx.fail(
             "GPU101", f"`{what}` needs a {d + 1}-d or {d + 2}-d input, got {show_shape(t.shape)}"
         )
-    names = ["L"] if d == 1 else ["H", "W"]
+    names = ["L"] if d == 1 else ["H", "W"] if d == 2 else ["D", "H", "W"]
     dils = dil if dil is not None else [None] * d
     out = [
         _spatial(cx, what, n, kk, ss, pp, dd, name)
