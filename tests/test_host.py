@@ -356,3 +356,59 @@ def test_lsp_hover_shows_host_shapes() -> None:
     text, span = query.hover(result, lines, 3, 1)
     assert "y: [1, 4, 3]" in text and (span.line, span.column, span.end_column) == (3, 1, 2)
     assert query.hover(result, lines, 1, 3) is None  # `import torch`: nothing to show
+
+
+def test_a_literal_constructor_call_elsewhere_in_the_project_is_the_configuration() -> None:
+    model = REPO / "tests" / "projects" / "stated" / "net" / "model.py"
+    (d,) = check_source(str(model), model.read_text()).diagnostics
+    assert (d.span.line, d.code) == (19, "GPU100") and "expects 64 input features" in d.message
+    stated = d.labels[-1]
+    assert Path(stated.span.path).name == "example.py" and stated.span.line == 7
+    assert stated.message.startswith("the sizes checked are those of `Tower(width=64")
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        # free sizes: `Linear(w, w)` after `Linear(w, h)` holds when w == h, so no error
+        "import torch.nn as nn\nclass T(nn.Module):\n    def __init__(self, w, h):\n"
+        "        super().__init__()\n        self.a = nn.Linear(w, h)\n"
+        "        self.b = nn.Linear(w, w)\n    def forward(self, x):\n"
+        "        return self.b(self.a(x))\n",
+        # a parameter that may be None is checked on both branches
+        "import torch\ndef f(x, mask=None):\n    if mask is not None:\n"
+        "        x = x.masked_fill(mask, 0.0)\n    return x.view(-1)\n",
+        # a branch's assumption does not leak into the other branch
+        "def f(x):\n    if x.shape[-1] == 3:\n        return x.view(-1, 3)\n"
+        "    return x.view(-1, 4)\n",
+    ],
+)
+def test_what_can_succeed_is_not_reported(src: str) -> None:
+    assert _messages(src) == []
+
+
+def test_a_demand_that_contradicts_an_earlier_one_is_reported() -> None:
+    src = (
+        "import torch.nn as nn\nclass T(nn.Module):\n    def __init__(self, d):\n"
+        "        super().__init__()\n        self.a = nn.Linear(d, 4 * d)\n"
+        "        self.b = nn.Linear(d, d)\n    def forward(self, x):\n"
+        "        return self.b(self.a(x))\n"
+    )
+    ((line, code, message),) = _messages(src)
+    assert (line, code) == (8, "GPU100") and "expects d input features" in message
+    (d,) = _host(src).diagnostics
+    assert d.why.endswith("it fails for every size the code admits")
+
+
+def test_coverage_counts_known_partial_and_unknown_expressions() -> None:
+    src = (
+        "import torch\nimport foo\nx = torch.randn(2, 3)\ny = x @ torch.randn(3, 4)\n"
+        "z = foo.mystery(y)\ndef f(a):\n    return torch.nn.functional.gelu(a)\n"
+    )
+    cov = _host(src).coverage
+    known, partial, unknown = cov.counts
+    # `gelu(a)` of a parameter nobody annotated: no size known, and no call to blame
+    assert known >= 2 and unknown == 2 and partial == 0
+    assert cov.top_reasons() == [("unknown call `foo.mystery`", 1)]
+    assert "unknown call `foo.mystery`" in cov.summary()
+    assert _host(src).shapes[(5, 1)] == "unknown: unknown call `foo.mystery`"

@@ -1240,8 +1240,9 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             try:
                 return nn.call_layer(self, f, args, kwargs, self.call_value)
             except RefutedError as err:
-                if f.span is not None and not err.labels and f.kind != "Sequential":
-                    err.labels = (Label(f.span, f"`{f.text}` is built here"),)
+                built = any(lab.message.endswith("is built here") for lab in err.labels)
+                if f.span is not None and not built and f.kind != "Sequential":
+                    err.labels = (Label(f.span, f"`{f.text}` is built here"), *err.labels)
                 raise
         if isinstance(f, ObjectV):
             forward = self._method(f.cls, "forward") or self._method(f.cls, "__call__")

@@ -21,9 +21,10 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from mimir.diagnostics.diagnostic import Label
+from mimir.diagnostics.diagnostic import Label, Span
 from mimir.host.assume import Path
-from mimir.host.flow import decorator_name
+from mimir.host.flow import constant, decorator_name
+from mimir.host.stated import StatedCall, literal_call
 from mimir.host.values import (
     UNKNOWN,
     BoolV,
@@ -36,6 +37,7 @@ from mimir.host.values import (
     ObjectV,
     OptionalV,
     TensorV,
+    TupleV,
 )
 
 # Names a configuration object goes by when nobody annotated it.
@@ -118,7 +120,15 @@ class Modular:
         self._stating = []
         self.path = Path()
         try:
-            obj = self.instantiate(ClassV(cls), None, {}, standalone=True)
+            call = self._stated_call(cls)
+            if call is None:
+                obj = self.instantiate(ClassV(cls), None, {}, standalone=True)
+            else:
+                args = [_literal(a) for a in call.args]
+                kwargs = {k: _literal(v) for k, v in call.kwargs}
+                obj = self.instantiate(ClassV(cls), args, kwargs, standalone=True)
+                span = Span(call.path, call.line, call.column, call.end_line, call.end_column)
+                self._stating.append(Label(span, f"the sizes checked are those of `{call.text}`"))
             self._built[key] = self.path
         finally:
             self.path = Path()
@@ -126,6 +136,26 @@ class Modular:
             self._stating = outer
         self._instances[key] = (obj, stated)
         return obj, stated
+
+    def _stated_call(self, cls: ast.ClassDef) -> StatedCall | None:
+        """A literal call that builds `cls` in the project, when its `__init__` has
+        parameters without a default (what the call states and nothing else does)."""
+        init = next(
+            (f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None
+        )
+        if init is None:
+            return None
+        a = init.args
+        positional = [*a.posonlyargs, *a.args][1:]
+        required = len(positional) > len(a.defaults) or any(d is None for d in a.kw_defaults)
+        if not required:
+            return None
+        names = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
+        accepts = None if a.kwarg is not None else names
+        try:
+            return literal_call(self.src.path, self.info.tree, cls.name, accepts)
+        except (OSError, ValueError):
+            return None
 
     # ------------------------------------------------------------ parameters
 
@@ -215,6 +245,13 @@ class Modular:
                 Label(self.src.span(cls), f"the sizes checked are `{cls.name}()`'s defaults")
             )
         return obj
+
+
+def _literal(value: Any) -> Any:
+    """A Python literal from a stated call as a host value."""
+    if isinstance(value, (tuple, list)):
+        return TupleV(tuple(_literal(v) for v in value), isinstance(value, list))
+    return constant(value)
 
 
 def _unwrap_optional(node: ast.expr | None) -> tuple[ast.expr | None, bool]:
