@@ -84,7 +84,7 @@ def truth_of(v: Any) -> bool | None:
         return v.value
     if isinstance(v, IntV):
         k = literal(v.sym)
-        return None if k is None else k != 0
+        return None if k is None or v.loose else k != 0
     if isinstance(v, NoneV):
         return False
     if isinstance(v, StrV):

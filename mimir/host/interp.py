@@ -144,13 +144,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         self.budget = _BUDGET
         self.loop_depth = 0  # fixpoint loops running: what they change is not counted
         self._current: list[tuple[ast.FunctionDef, Any]] = []  # functions running, innermost last
-        self._class_of = {
-            id(fn): cls
-            for cls in ast.walk(info.tree)
-            if isinstance(cls, ast.ClassDef)
-            for fn in cls.body
-            if isinstance(fn, ast.FunctionDef)
-        }
+        self._classes: dict[int, ast.ClassDef] | None = None  # method -> class, on demand
         self.info = info
         self.src = info.source
         self.prover = Prover(timeout_ms=timeout_ms)
@@ -485,6 +479,10 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         cond = self.path.substitute(term)
         if z3.is_true(cond):
             return
+        if value.loose:  # over a value that may be a float: assumed when it can hold, never judged
+            if not z3.is_false(cond) and self.feasible(cond):
+                self._assume(cond)
+            return
         if (
             z3.is_false(cond)
             or self.prover.satisfiable(cond, self.path.assumed, SAT_RLIMIT) == z3.unsat
@@ -511,7 +509,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
     def if_(self, stmt: ast.If, env: dict, frame: _Frame | None) -> None:
         test = self.expr(stmt.test, env)
         truth = truth_of(test)
-        term = test.term if isinstance(test, BoolV) else None
+        term = test.term if isinstance(test, BoolV) and not test.loose else None
         if truth is None and term is not None:
             truth = self.holds(term)
         if truth is True:
@@ -669,17 +667,18 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                 for v, t in zip(values, truths, strict=True)
             ]
             symbolic = None if None in terms else terms
+            loose = any(isinstance(v, BoolV) and v.loose for v in values)
             if isinstance(node.op, ast.And):
                 if False in truths:
                     return BoolV(False)
                 if all(t is True for t in truths):
                     return BoolV(True)
-                return BoolV(None, z3.And(*symbolic) if symbolic else None)
+                return BoolV(None, z3.And(*symbolic) if symbolic else None, loose)
             if True in truths:
                 return BoolV(True)
             if all(t is False for t in truths):
                 return BoolV(False)
-            return BoolV(None, z3.Or(*symbolic) if symbolic else None)
+            return BoolV(None, z3.Or(*symbolic) if symbolic else None, loose)
         if isinstance(node, ast.Subscript):
             return self.subscript(node, env)
         if isinstance(node, ast.IfExp):
@@ -746,7 +745,15 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         if args or not self._current:
             return UNKNOWN
         fn, owner = self._current[-1]
-        cls = self._class_of.get(id(fn))
+        if self._classes is None:
+            self._classes = {
+                id(f): c
+                for c in ast.walk(self.info.tree)
+                if isinstance(c, ast.ClassDef)
+                for f in c.body
+                if isinstance(f, ast.FunctionDef)
+            }
+        cls = self._classes.get(id(fn))
         if cls is None or not isinstance(owner, ObjectV):
             return UNKNOWN
         return SuperV(cls, owner)
@@ -1003,10 +1010,10 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         if isinstance(node.op, ast.Not):
             t = truth_of(v)
             if t is None and isinstance(v, BoolV) and v.term is not None:
-                return BoolV(None, z3.Not(v.term))
+                return BoolV(None, z3.Not(v.term), v.loose)
             return BoolV(None if t is None else not t)
         if isinstance(v, IntV) and isinstance(node.op, ast.USub):
-            return IntV(arith("-", const(0), v.sym))
+            return IntV(arith("-", const(0), v.sym), v.loose)
         if isinstance(v, (TensorV, FloatV)):
             return v
         if isinstance(v, IntV):
@@ -1028,7 +1035,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         if isinstance(a, IntV) and isinstance(b, IntV):
             ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
             if type(op) in ops:
-                return IntV(arith(ops[type(op)], a.sym, b.sym))
+                return IntV(arith(ops[type(op)], a.sym, b.sym), a.loose or b.loose)
             if isinstance(op, ast.Div):
                 return _float_op(op, a, b)
             if (
@@ -1054,7 +1061,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         op, right = node.ops[0], rights[0]
         if isinstance(op, (ast.Is, ast.IsNot)):
             raw = self._raw(node.left, env)
-            if isinstance(raw, OptionalV) or (isinstance(raw, IntV) and raw.maybe_none):
+            if isinstance(raw, OptionalV) or (isinstance(raw, IntV) and raw.loose):
                 return BoolV(None)
             result = is_none(left, right)
             if result is None:
@@ -1077,12 +1084,13 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                 truth = table.get(type(op))
                 return BoolV(truth, None if truth is None else z3.BoolVal(truth))
             if left.sym is not None and right.sym is not None:
-                return BoolV(None, _relation(op, left.sym.term, right.sym.term))
+                term = _relation(op, left.sym.term, right.sym.term)
+                return BoolV(None, term, left.loose or right.loose)
         if (
             isinstance(left, TupleV)
             and isinstance(right, TupleV)
             and isinstance(op, (ast.Eq, ast.NotEq))
-            and all(isinstance(x, IntV) for x in (*left.items, *right.items))
+            and all(isinstance(x, IntV) and not x.loose for x in (*left.items, *right.items))
         ):
             equal = _tuples_equal(left, right)
             if isinstance(equal, bool):

@@ -183,7 +183,7 @@ class Modular:
             if in_init:
                 if p.arg in CONFIG_NAMES:
                     return ConfigV(p.arg)
-                return IntV(self.free_size(p.arg), maybe_none=True)
+                return IntV(self.free_size(p.arg), loose=True)
             value = TensorV(None)
         return OptionalV(value) if optional and value is not UNKNOWN else value
 

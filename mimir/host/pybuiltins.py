@@ -115,7 +115,7 @@ class PyBuiltins:
         if name == "int":
             if isinstance(a, FloatV) and a.value is not None:
                 return IntV(const(int(a.value)))
-            return a if isinstance(a, IntV) else IntV(None)
+            return a if isinstance(a, IntV) and not a.loose else IntV(None)
         if name == "float":
             if isinstance(a, IntV) and literal(a.sym) is not None:
                 return FloatV(float(literal(a.sym)))  # type: ignore[arg-type]
@@ -161,7 +161,7 @@ class PyBuiltins:
                 return None
             if isinstance(value, IntV) and name[9:] in ("tuple", "list", "str", "dict"):
                 return False  # a size nobody stated is checked as the int it is read as
-            if isinstance(value, IntV) and (value.maybe_none or value.sym is None):
+            if isinstance(value, IntV) and (value.loose or value.sym is None):
                 return None
             known = (IntV, FloatV, BoolV, StrV, TupleV, DictV, TensorV, NoneV, LayerV, ObjectV)
             if not isinstance(value, known):
@@ -275,7 +275,7 @@ class PyBuiltins:
 
     def config_attribute(self, config: ConfigV, name: str) -> Any:
         if name not in config.attrs:
-            config.attrs[name] = IntV(self.free_size(f"{config.name}.{name}"), maybe_none=True)
+            config.attrs[name] = IntV(self.free_size(f"{config.name}.{name}"), loose=True)
         return config.attrs[name]
 
 

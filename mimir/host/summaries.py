@@ -49,7 +49,7 @@ def fingerprint(v: Any, depth: int = 0) -> Any:
     if isinstance(v, TensorV):
         return ("T", _sizes(v.shape), v.dtype, v.lib, _sizes(v.tail))
     if isinstance(v, IntV):
-        return ("I", None if v.sym is None else v.sym.term.get_id(), v.maybe_none)
+        return ("I", None if v.sym is None else v.sym.term.get_id(), v.loose)
     if isinstance(v, BoolV):
         return ("B", v.value, None if v.term is None else v.term.get_id())
     if isinstance(v, (StrV, FloatV, NoneV, DTypeV, ApiV)):

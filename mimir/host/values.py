@@ -79,10 +79,13 @@ class TensorV:
 class IntV:
     """A Python int whose value is a size expression (None: an int we cannot know).
 
-    `maybe_none`: a parameter nobody annotated, which the caller may pass as None."""
+    `loose`: a value of a parameter nobody annotated, read as an int because it is used
+    as a size, though the caller may pass None or a float (`dropout`, `ratio`): it is never
+    compared, truncated or tested, only used as a size (and what is made from it is loose).
+    """
 
     sym: Size
-    maybe_none: bool = False
+    loose: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class FloatV:
 class BoolV:
     value: bool | None = None
     term: Any = field(default=None, compare=False)  # a Z3 condition over sizes, when symbolic
+    loose: bool = field(default=False, compare=False)  # `term` reads a loose int (see IntV)
 
 
 @dataclass(frozen=True)
@@ -372,7 +376,7 @@ def join(a: Any, b: Any, depth: int = 0) -> Any:
         return TensorV(shape, dtype, lib)
     if isinstance(a, IntV) and isinstance(b, IntV):
         if same(a.sym, b.sym):
-            return a if a.maybe_none or not b.maybe_none else b
+            return a if a.loose or not b.loose else b
         return IntV(None)
     if isinstance(a, FloatV) and isinstance(b, FloatV):
         return FloatV()
