@@ -505,7 +505,10 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
     if name in ("repeat", "tile"):
         if t.lib != "torch":  # numpy's repeat repeats elements; its tile pads the counts
             return UNKNOWN
-        return tt.repeat(cx, t, tt.sizes_arg(args))
+        counts = tt.sizes_arg(args)
+        if name == "tile" and counts is not None and t.shape is not None:
+            counts = [const(1)] * (len(t.shape) - len(counts)) + counts  # fewer: ones first
+        return tt.repeat(cx, t, counts)
     if name in ("split", "chunk", "tensor_split"):
         if name == "tensor_split" or t.lib != "torch":
             return UNKNOWN  # numpy's split takes a section count or split points
