@@ -523,6 +523,9 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         before = [dict(o.attrs) for o in objects]
         paths, ends, attrs = [], [], []
         conds = (term, z3.Not(term)) if term is not None else (None, None)
+        # A condition on a value the interpreter lost (not one an input leaves open): a
+        # branch may be one the configuration never takes, so nothing in it is reported.
+        opaque = test is UNKNOWN
         for body, cond in zip((stmt.body, stmt.orelse), conds, strict=True):
             branch = dict(env)
             self.path = base
@@ -532,7 +535,11 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                 if not self.feasible(cond):
                     continue  # no size this path admits takes this branch
                 self._assume(cond)
-            self.block(body, branch, frame)
+            self.quiet += opaque
+            try:
+                self.block(body, branch, frame)
+            finally:
+                self.quiet -= opaque
             self.env = env
             paths.append(branch)
             ends.append(self.path)
@@ -682,12 +689,18 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         if isinstance(node, ast.Subscript):
             return self.subscript(node, env)
         if isinstance(node, ast.IfExp):
-            truth = truth_of(self.expr(node.test, env))
+            test = self.expr(node.test, env)
+            truth = truth_of(test)
             if truth is True:
                 return self.expr(node.body, env)
             if truth is False:
                 return self.expr(node.orelse, env)
-            return join(self.expr(node.body, env), self.expr(node.orelse, env))
+            opaque = test is UNKNOWN  # as for `if`: either side may never be taken
+            self.quiet += opaque
+            try:
+                return join(self.expr(node.body, env), self.expr(node.orelse, env))
+            finally:
+                self.quiet -= opaque
         if isinstance(node, ast.JoinedStr):
             return StrV("")
         if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
@@ -1007,6 +1020,8 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         return tt.UNREADABLE
 
     def unary(self, node: ast.UnaryOp, v: Any) -> Any:
+        if v is UNKNOWN:
+            return UNKNOWN
         if isinstance(node.op, ast.Not):
             t = truth_of(v)
             if t is None and isinstance(v, BoolV) and v.term is not None:
@@ -1059,6 +1074,8 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         if len(rights) != 1:
             return BoolV(None)
         op, right = node.ops[0], rights[0]
+        if (left is UNKNOWN or right is UNKNOWN) and not isinstance(op, (ast.Is, ast.IsNot)):
+            return UNKNOWN  # a test of what the interpreter lost stays opaque (see `if_`)
         if isinstance(op, (ast.Is, ast.IsNot)):
             raw = self._raw(node.left, env)
             if isinstance(raw, OptionalV) or (isinstance(raw, IntV) and raw.loose):
