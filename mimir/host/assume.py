@@ -35,7 +35,7 @@ class Path:
         names = variables(cond)
         if pair is not None:
             var, term = pair
-            key = str(var)
+            key = var.decl().name()
             pairs = (
                 *((v, _subst(t, var, term) if key in variables(t) else t) for v, t in self.subst),
                 (var, term),
@@ -50,7 +50,7 @@ class Path:
         if not self.subst:
             return term
         names = variables(term)
-        pairs = [(v, t) for v, t in self.subst if str(v) in names]
+        pairs = [(v, t) for v, t in self.subst if v.decl().name() in names]
         if not pairs:
             return term
         return z3.simplify(z3.substitute(term, *pairs))
@@ -102,7 +102,7 @@ def variables(term: Any) -> frozenset[str]:
     key = term.get_id()
     found = _VARS.get(key)
     if found is None:
-        found = (term, frozenset(str(v) for v in _vars(term)))
+        found = (term, frozenset(v.decl().name() for v in _vars(term)))
         if len(_VARS) > 100_000:
             _VARS.clear()
         _VARS[key] = found
@@ -130,4 +130,4 @@ def _vars(term: Any) -> list[Any]:
 
 
 def _is_free_var(t: Any, free: set[str]) -> bool:
-    return z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED and str(t) in free
+    return z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED and t.decl().name() in free

@@ -54,7 +54,7 @@ from mimir.host.modular import Modular
 from mimir.host.pybuiltins import PyBuiltins
 from mimir.host.rules import RefutedError
 from mimir.host.summaries import fingerprint, summarisable
-from mimir.host.symbolic import NEVER, SAT_RLIMIT, Symbolic
+from mimir.host.symbolic import NEVER, Symbolic
 from mimir.host.values import (
     UNKNOWN,
     ApiV,
@@ -483,10 +483,11 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             if not z3.is_false(cond) and self.feasible(cond):
                 self._assume(cond)
             return
-        if (
-            z3.is_false(cond)
-            or self.prover.satisfiable(cond, self.path.assumed, SAT_RLIMIT) == z3.unsat
-        ):
+        if z3.is_false(cond) or self._satisfiable(cond) == z3.unsat:
+            if self.defaults_only and not self._stating:
+                if self.env is not None:
+                    self.env[DEAD] = True  # the defaults are no configuration: stop here
+                return
             why = None if not variables(cond) else NEVER
             self.report(
                 RefutedError("GPU108", f"`assert {text}` never holds", labels=self.stated, why=why),

@@ -68,6 +68,7 @@ class Modular:
     def _init_modular(self) -> None:
         self._instances: dict[int, tuple[Any, tuple[Label, ...]]] = {}
         self._built: dict[int, Path] = {}  # class -> the path its __init__ ended on
+        self.defaults_only = 0  # building an instance from its signature's defaults
         self._configs: dict[int, ObjectV] = {}
         self._stating: list[Label] = []  # labels of stated configurations met while building
 
@@ -122,7 +123,13 @@ class Modular:
         try:
             call = self._stated_call(cls)
             if call is None:
-                obj = self.instantiate(ClassV(cls), None, {}, standalone=True)
+                # built from the signature's defaults: an assert of __init__ that they fail
+                # says the defaults are no configuration (`ws: int = 1` then `assert ws != 1`)
+                self.defaults_only += 1
+                try:
+                    obj = self.instantiate(ClassV(cls), None, {}, standalone=True)
+                finally:
+                    self.defaults_only -= 1
             else:
                 args = [_literal(a) for a in call.args]
                 kwargs = {k: _literal(v) for k, v in call.kwargs}

@@ -30,9 +30,13 @@ from mimir.solve.prover import PROVEN, REFUTED, Prover
 from mimir.solve.z3lib import z3
 
 NEVER = "it fails for every size the code admits"
-# Z3 resource units for "can this ever hold?" (about 10 ms): a query that runs out is
+# Z3 resource units for "can this ever hold?" (a few ms): a query that runs out is
 # neither assumed nor reported, so a hard one costs little and claims nothing.
-SAT_RLIMIT = 80_000
+SAT_RLIMIT = 20_000
+# Solver queries one file may ask about sizes nobody stated; past them nothing more is
+# assumed or reported (what is plainly true or false is still decided without a query).
+QUERIES = 300
+BIG_TERM = 80  # nodes of a condition past which it is not sent to the solver
 
 
 class Symbolic:
@@ -54,6 +58,8 @@ class Symbolic:
         self._origins = 0
         self._names: dict[str, int] = {}
         self._low: dict[str, int] = {}  # free variable -> its lower bound
+        self._vars: dict[str, Any] = {}  # free variable name -> its Z3 constant
+        self.queries_left = QUERIES
         self.stated = ()
 
     # ------------------------------------------------------------ symbols
@@ -64,9 +70,11 @@ class Symbolic:
         self._names[text] = count + 1
         name = text if count == 0 else f"{text}#{count}"
         var = z3.Int(name)
-        self.prover.add_fact(var >= lo, None)
+        # its bound goes into each query that reads it (`_context`), not into the prover's
+        # facts: a file makes thousands of free sizes, and every query would scan them all
         self.free.add(name)
         self._low[name] = lo
+        self._vars[name] = var
         return Sym(var, text, prec=3 if text.isidentifier() else 0)
 
     def new_origin(self, t: TensorV) -> TensorV:
@@ -168,7 +176,7 @@ class Symbolic:
             if self._plainly_satisfiable(cond):
                 self._assume(cond)
                 return
-            status = self.prover.satisfiable(cond, self.path.assumed, SAT_RLIMIT)
+            status = self._satisfiable(cond)
             if status == z3.unsat:
                 raise RefutedError(code, message, labels=self.stated, why=NEVER)
             if status == z3.sat:
@@ -180,7 +188,7 @@ class Symbolic:
             s for shape in shapes if shape for s in shape if s is not None and s.value is None
         ]
         show = tuple((f"#{k}", s.term) for k, s in enumerate(symbolic))
-        verdict = self.prover.prove(cond, show, self.path.assumed)
+        verdict = self.prover.prove(cond, show, self._context(cond))
         if verdict.status == PROVEN:
             return
         if verdict.status == REFUTED:
@@ -228,6 +236,8 @@ class Symbolic:
         num, den = self._common(self._product(a.term), self._product(b.term))
         top, bottom = z3.simplify(_mul(num)), z3.simplify(_mul(den))
         if z3.is_int_value(bottom) and bottom.as_long() == 1:
+            if top.get_id() == a.term.get_id():
+                return a
             return Sym(top, _shown(top), prec=2)
         if z3.is_int_value(top) and z3.is_int_value(bottom) and bottom.as_long() != 0:
             if top.as_long() % bottom.as_long() == 0:
@@ -255,7 +265,7 @@ class Symbolic:
         if z3.is_int_value(t):
             return t.as_long() > 0
         if z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            name = str(t)
+            name = t.decl().name()
             if name in self._low:
                 return self._low[name] >= 1
             declared = getattr(self.prover, "_declared", {}).get(name)
@@ -272,7 +282,7 @@ class Symbolic:
         for var, term in ((lhs, rhs), (rhs, lhs)):
             if substitution(var == term, self.free) is None or not _is_var(var):
                 continue
-            name = str(var)
+            name = var.decl().name()
             if not self.path.untouched(name):
                 continue
             if z3.is_int_value(term):
@@ -287,7 +297,7 @@ class Symbolic:
         cond = self.path.substitute(size.term >= 0)
         if z3.is_true(cond):
             return True
-        return self.prover.prove(cond, (), self.path.assumed).status == PROVEN
+        return self._proven(cond)
 
     def holds_always(self, cond: Any) -> bool:
         """Whether `cond` is proven for every size this path admits (asks the solver)."""
@@ -296,7 +306,7 @@ class Symbolic:
         cond = self.cancel(self.path.substitute(cond))
         if z3.is_true(cond):
             return True
-        return self.prover.prove(cond, (), self.path.assumed).status == PROVEN
+        return self._proven(cond)
 
     def holds(self, cond: Any) -> bool | None:
         """Whether `cond` holds on this path for every size (None: not known)."""
@@ -316,7 +326,29 @@ class Symbolic:
             return False
         if z3.is_true(cond):
             return True
-        return self.prover.satisfiable(cond, self.path.assumed, SAT_RLIMIT) != z3.unsat
+        return self._satisfiable(cond) != z3.unsat
+
+    def _context(self, cond: Any) -> tuple[Any, ...]:
+        """What this path assumed, with the lower bounds of the free sizes involved."""
+        names = set(variables(cond))
+        for a in self.path.assumed:
+            names |= variables(a)
+        bounds = tuple(self._vars[n] >= self._low[n] for n in sorted(names) if n in self._vars)
+        return (*self.path.assumed, *bounds)
+
+    def _satisfiable(self, cond: Any) -> Any:
+        """Whether `cond` can hold on this path; unknown once the file's queries are spent
+        (a bounded count, so a file's verdicts never depend on the machine's speed)."""
+        if self.queries_left <= 0 or _size(cond, BIG_TERM + 1) > BIG_TERM:
+            return z3.unknown  # a large nonlinear term: costly and rarely decided
+        self.queries_left -= 1
+        return self.prover.satisfiable(cond, self._context(cond), SAT_RLIMIT)
+
+    def _proven(self, cond: Any) -> bool:
+        if self.queries_left <= 0:
+            return False
+        self.queries_left -= 1
+        return self.prover.prove(cond, (), self._context(cond), quick=True).status == PROVEN
 
     def join_paths(self, paths: list[Path]) -> Path:
         return join_paths(paths)
@@ -343,5 +375,17 @@ def _is_var(t: Any) -> bool:
 
 
 def _shown(term: Any) -> str:
-    """A Z3 term as the user reads it: the display names of free sizes, no `#k` suffix."""
+    """A Z3 term as the user reads it: the display names of free sizes, no `#k` suffix
+    (printing is slow for a large term: such a term is shown by its size)."""
+    if _size(term) > 40:
+        return "?"
     return re.sub(r"#\d+", "", str(term)).replace("/", "//").replace("\n", " ")
+
+
+def _size(term: Any, limit: int = 41) -> int:
+    count, todo = 0, [term]
+    while todo and count < limit:
+        t = todo.pop()
+        count += 1
+        todo.extend(t.children())
+    return count
