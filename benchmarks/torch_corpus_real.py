@@ -8,7 +8,8 @@ commit's Python files are read, or a checkout at that commit. The files are writ
 temporary folder (nothing of the projects is kept in this repository), then:
 
 - each unmodified file is checked: any diagnostic is a false alarm, any exception an
-  internal error; the time of the whole check and the host coverage are recorded;
+  internal error; the CPU time of the whole check (in one process, files in order: a
+  package's modules read for one file are not read again) and the coverage are recorded;
 - each planted bug is applied to a copy of its file's text and checked at the file's own
   path (so its imports resolve): *found* when a diagnostic is on the line CPU PyTorch
   raises at, *elsewhere* when there are diagnostics but none there, *missed* otherwise;
@@ -110,8 +111,8 @@ def patched(text: str, bug: Bug) -> str:
 
 
 def check(path: Path, text: str) -> tuple[set[int] | None, float, float, tuple[int, int, int]]:
-    """Lines with a diagnostic (None: an internal error), seconds for the whole check and
-    for host analysis alone, and the coverage counts."""
+    """Lines with a diagnostic (None: an internal error), CPU seconds for the whole check
+    and for host analysis alone (CPU time: the machine may be shared), and the coverage."""
     import ast
 
     from mimir.check import check_source
@@ -119,16 +120,16 @@ def check(path: Path, text: str) -> tuple[set[int] | None, float, float, tuple[i
     from mimir.parse.module import read_module
     from mimir.parse.spans import SourceFile
 
-    start = time.perf_counter()
+    start = time.process_time()
     try:
         found = check_source(str(path), text).diagnostics
     except Exception:  # noqa: BLE001 - an internal error is what is measured
         traceback.print_exc()
-        return None, time.perf_counter() - start, 0.0, (0, 0, 0)
-    seconds = time.perf_counter() - start
-    start = time.perf_counter()
+        return None, time.process_time() - start, 0.0, (0, 0, 0)
+    seconds = time.process_time() - start
+    start = time.process_time()
     host = check_host(read_module(SourceFile(str(path), text), ast.parse(text)))
-    host_seconds = time.perf_counter() - start
+    host_seconds = time.process_time() - start
     return {d.span.line for d in found}, seconds, host_seconds, host.coverage.counts
 
 
@@ -157,11 +158,11 @@ def tool_lines(tool: str, root: Path, path: Path) -> set[int] | None:
         cmd = [sys.executable, "-m", "mypy", "--ignore-missing-imports", "--no-error-summary"]
         if subprocess.run([*cmd[:3], "--version"], capture_output=True).returncode:
             return None
-        with tempfile.TemporaryDirectory() as cache:
-            out = subprocess.run(
-                [*cmd, "--cache-dir", cache, "--follow-imports=silent", str(path)],
-                capture_output=True, text=True, cwd=root,
-            ).stdout  # fmt: skip
+        cache = root.parent / ".mypy_cache"  # shared by every copy: torch is read once
+        out = subprocess.run(
+            [*cmd, "--cache-dir", str(cache), "--follow-imports=silent", str(path)],
+            capture_output=True, text=True, cwd=root,
+        ).stdout  # fmt: skip
         return {
             int(row.split(":")[1])
             for row in out.splitlines()

@@ -412,3 +412,12 @@ def test_coverage_counts_known_partial_and_unknown_expressions() -> None:
     assert cov.top_reasons() == [("unknown call `foo.mystery`", 1)]
     assert "unknown call `foo.mystery`" in cov.summary()
     assert _host(src).shapes[(5, 1)] == "unknown: unknown call `foo.mystery`"
+
+
+def test_lsp_hover_on_an_unknown_value_says_why() -> None:
+    from mimir.lsp import query
+
+    src = "import torch\nimport foo\nx = torch.randn(4, 3)\ny = foo.mystery(x)\n"
+    result = check_source("t.py", src)
+    text, _ = query.hover(result, src.splitlines(), 4, 1)
+    assert "y: ?" in text and "unknown call `foo.mystery`" in text
