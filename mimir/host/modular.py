@@ -69,6 +69,7 @@ class Modular:
         self._instances: dict[int, tuple[Any, tuple[Label, ...]]] = {}
         self._built: dict[int, Path] = {}  # class -> the path its __init__ ended on
         self.defaults_only = 0  # building an instance from its signature's defaults
+        self._listed: dict[str, Any] = {}  # project root -> its files, for stated calls
         self._configs: dict[int, ObjectV] = {}
         self._stating: list[Label] = []  # labels of stated configurations met while building
 
@@ -160,7 +161,7 @@ class Modular:
         names = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
         accepts = None if a.kwarg is not None else names
         try:
-            return literal_call(self.src.path, self.info.tree, cls.name, accepts)
+            return literal_call(self.src.path, self.info.tree, cls.name, accepts, self._listed)
         except (OSError, ValueError):
             return None
 

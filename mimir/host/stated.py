@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from typing import Any
 from mimir.project.resolve import package_root
 
 _MAX_FILES = 3000
+_CANDIDATES = 12  # other files parsed per class at most
+_OWN = "<own calls>"  # the key under which `listed` keeps the checked file's own calls
 _MAX_BYTES = 400_000
 _SKIP = {".git", ".venv", "venv", "node_modules", "__pycache__", "build", "dist", ".tox"}
 
@@ -36,32 +39,86 @@ class StatedCall:
 
 
 def literal_call(
-    path: str, tree: ast.Module, name: str, accepts: set[str] | None
+    path: str,
+    tree: ast.Module,
+    name: str,
+    accepts: set[str] | None,
+    listed: dict[str, Any] | None = None,
 ) -> StatedCall | None:
     """The first literal call of class `name`, in this file's tree or in a project file
     that imports it from this module (or from a package above it that re-exports it).
     `accepts`: the keywords `__init__` takes (None: any); a call passing others is not a
-    configuration of this class."""
-    found = _in_tree(path, tree, name, accepts)
+    configuration of this class. At most `_CANDIDATES` other files are parsed; `listed`
+    keeps the project's files between calls of one check."""
+    own = listed.get(_OWN) if listed is not None else None
+    if own is None:
+        own = _calls(tree)
+        if listed is not None:
+            listed[_OWN] = own  # type: ignore[assignment]
+    found = _in_calls(path, own.get(name, []), name, accepts)  # type: ignore[union-attr]
     if found is not None:
         return found
     root = _project_root(Path(path))
     module = _dotted(Path(path).resolve(), root)
-    for other, text in _project_files(str(root)):
-        if other == os.path.abspath(path) or f"{name}(" not in text or "import" not in text:
+    here = os.path.abspath(path)
+    mention = re.compile(rf"import[^\n]*\b{re.escape(name)}\b")
+    parsed = 0
+    key = str(root)
+    if listed is None or key not in listed:
+        files = _project_files(key)
+        if listed is not None:
+            listed[key] = files
+    else:
+        files = listed[key]
+    for other, text in files:
+        if other == here or f"{name}(" not in text or not mention.search(text):
             continue
-        if not any(name in line and "import" in line for line in text.splitlines()):
+        if parsed >= _CANDIDATES:
+            break
+        parsed += 1
+        index = _index(other, text)
+        if index is None or not _imports(index[1], Path(other), root, module, name):
             continue
-        try:
-            parsed = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        if not _imports(parsed, Path(other), root, module, name):
-            continue
-        found = _in_tree(other, parsed, name, accepts)
+        found = _in_calls(other, index[0].get(name, []), name, accepts)
         if found is not None:
             return found
     return None
+
+
+_INDEX: dict[tuple[str, str], tuple[dict[str, list[ast.Call]], list[ast.ImportFrom]] | None] = {}
+
+
+def _index(path: str, text: str) -> tuple[dict[str, list[ast.Call]], list[ast.ImportFrom]] | None:
+    """A file's calls by the name they call, and its `from ... import`s (once per text)."""
+    key = (path, text)
+    if key not in _INDEX:
+        if len(_INDEX) > 512:
+            _INDEX.clear()
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            _INDEX[key] = None
+            return None
+        imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        _INDEX[key] = (_calls(tree), imports)
+    return _INDEX[key]
+
+
+def _calls(tree: ast.Module) -> dict[str, list[ast.Call]]:
+    out: dict[str, list[ast.Call]] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = (
+                f.id
+                if isinstance(f, ast.Name)
+                else f.attr
+                if isinstance(f, ast.Attribute)
+                else None
+            )
+            if name is not None and name[:1].isupper():
+                out.setdefault(name, []).append(n)
+    return out
 
 
 def _dotted(path: Path, root: Path) -> str:
@@ -75,11 +132,11 @@ def _dotted(path: Path, root: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(tree: ast.Module, path: Path, root: Path, module: str, name: str) -> bool:
+def _imports(imports: list[ast.ImportFrom], path: Path, root: Path, module: str, name: str) -> bool:
     """Whether the file imports `name` from `module` or a package above it."""
     here = _dotted(path, root).split(".")
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.ImportFrom) or not any(a.name == name for a in node.names):
+    for node in imports:
+        if not any(a.name == name for a in node.names):
             continue
         source = node.module or ""
         if node.level:
@@ -90,16 +147,9 @@ def _imports(tree: ast.Module, path: Path, root: Path, module: str, name: str) -
     return False
 
 
-def _in_tree(path: str, tree: ast.Module, name: str, accepts: set[str] | None) -> StatedCall | None:
-    calls = [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call)
-        and (
-            (isinstance(n.func, ast.Name) and n.func.id == name)
-            or (isinstance(n.func, ast.Attribute) and n.func.attr == name)
-        )
-    ]
+def _in_calls(
+    path: str, calls: list[ast.Call], name: str, accepts: set[str] | None
+) -> StatedCall | None:
     for call in sorted(calls, key=lambda c: (c.lineno, c.col_offset)):
         try:
             args = tuple(ast.literal_eval(a) for a in call.args)
