@@ -185,6 +185,11 @@ class Modular:
                 return OptionalV(inner) if inner is not UNKNOWN else OptionalV(TensorV(None))
             if isinstance(value, BoolV):
                 return BoolV(None)
+            if isinstance(value, IntV) and value.sym is not None and value.sym.value is not None:
+                # a caller may pass any int: the default is one value among them, and taken
+                # alone it would meet flags explored both ways in combinations no call makes
+                low = min(0, value.sym.value)
+                return IntV(self.free_size(p.arg, lo=low), loose=annotation is None)
             return value
         value = self._annotated(annotation, p.arg, in_init)
         if value is UNKNOWN and annotation is None:
