@@ -305,6 +305,27 @@ def test_containers_filled_at_run_time_are_unknown(src: str) -> None:
         "g = t.norm(2, 1).view(4)\nh = t.sum(1, True).view(4, 1)\n",
         # a list that something else may have grown: unpacking is not judged
         "def f(parts):\n    value = [parts]\n    grow(value)\n    a, b = value\n    return a\n",
+        # a ratio read as a size is a float: an assert on it is not judged (vit-pytorch)
+        "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, ratio):\n"
+        "        super().__init__()\n        assert ratio > 0 and ratio < 1\n",
+        # an int default met with a flag explored both ways (timm's scheduler factory)
+        "def make(epochs: int = 300, per_epoch: bool = True, updates: int = 0):\n"
+        "    if not per_epoch:\n        assert updates > 0\n        epochs = epochs * updates\n"
+        "    return epochs\n",
+        # a default that the class's own assert refuses is no configuration (timm's twins)
+        "import torch.nn as nn\nclass A(nn.Module):\n    def __init__(self, dim: int, ws: int = 1):\n"
+        "        assert ws != 1\n        super().__init__()\n        self.ws = ws\n",
+        # a flag read from a tuple the interpreter lost: either branch may never run
+        "import torch.nn as nn\nclass S(nn.Module):\n"
+        "    def __init__(self, dim: int = 48, dim_out: int = 96, flags=None):\n"
+        "        super().__init__()\n        flags = flags or (False,) + (True,) * 3\n"
+        "        if flags[1]:\n            self.down = nn.Linear(dim, dim_out)\n"
+        "        else:\n            assert dim == dim_out\n",
+        # a dispatch on the rank of a tensor whose rank is unknown (diffusers' rotary embed)
+        "import torch.nn as nn\nclass R(nn.Module):\n    def __init__(self, patch=(2, 2)):\n"
+        "        super().__init__()\n        self.patch = patch\n    def forward(self, x):\n"
+        "        if x.ndim == 5:\n            a, b, c = self.patch\n"
+        "        else:\n            a, b = self.patch\n        return x\n",
     ],
 )
 def test_found_in_the_wild_without_alarm(src: str) -> None:

@@ -439,8 +439,8 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
             d = tt.axis(cx, tt.arg(args, kwargs, 0, "dim"), len(t.shape), "size")
             return IntV(None) if d is None else IntV(t.shape[d])
         return TupleV(tuple(IntV(s) for s in t.shape))
-    if name in ("dim", "ndimension"):
-        return IntV(None) if t.shape is None else IntV(const(len(t.shape)))
+    if name in ("dim", "ndimension"):  # unknown rank: opaque, as `if_` needs it
+        return UNKNOWN if t.shape is None else IntV(const(len(t.shape)))
     if name in ("numel", "nelement"):
         return IntV(None) if t.shape is None else IntV(product(t.shape))
     if name in _REDUCE:

@@ -357,8 +357,8 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         elif isinstance(target, (ast.Tuple, ast.List)):
             starred = any(isinstance(t, ast.Starred) for t in target.elts)
             items = unpack(value, len(target.elts))
-            if not starred and items is None:
-                self._unpack_count(target, value)
+            if not starred and items is None and self._unpack_count(target, value) and self.depth:
+                env[DEAD] = True  # the unpacking raises: nothing after it runs
             if starred or items is None:
                 for t in target.elts:
                     self.bind(t.value if isinstance(t, ast.Starred) else t, UNKNOWN, env)
@@ -422,8 +422,9 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             return UNKNOWN
         return TupleV((*before, *sizes, *after))
 
-    def _unpack_count(self, target: ast.Tuple | ast.List, value: Any) -> None:
-        """`q, k, v = x.split(d, dim=2)` when the split makes another number of pieces."""
+    def _unpack_count(self, target: ast.Tuple | ast.List, value: Any) -> bool:
+        """`q, k, v = x.split(d, dim=2)` when the split makes another number of pieces;
+        whether the unpacking certainly raises."""
         n = len(target.elts)
         names = segment(self.src.lines, target)
         if isinstance(value, TupleV) and not value.is_list:
@@ -436,6 +437,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                 ),
                 target,
             )
+            return True
         elif isinstance(value, TensorV) and value.shape:
             size = value.shape[0]
             shown = show_shape(value.shape)
@@ -447,6 +449,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                     f"`{names}` unpacks dim 0 of a {shown} tensor into {n} names",
                 ),
             )
+        return False
 
     def widen(self, value: Any, entry: Any) -> Any:
         """A loop-carried value that still changes: its changing sizes become free sizes."""
@@ -900,8 +903,8 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                 return TupleV(tuple(IntV(s) for s in base.shape))
             if attr in ("T", "mT"):
                 return self.guard(node, lambda: api.call_method(self, base, attr, [], {}))
-            if attr == "ndim":
-                return IntV(None) if base.shape is None else IntV(const(len(base.shape)))
+            if attr == "ndim":  # of an unknown rank: a test of it dispatches on what is lost
+                return UNKNOWN if base.shape is None else IntV(const(len(base.shape)))
             if attr == "dtype":
                 return DTypeV(base.dtype) if base.dtype else UNKNOWN
             if attr == "size" and base.lib == "numpy":

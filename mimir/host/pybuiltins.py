@@ -60,6 +60,8 @@ class PyBuiltins:
 
     def builtin(self, name: str, args: list, kwargs: dict) -> Any:
         a = args[0] if args else UNKNOWN
+        if name == "len" and isinstance(a, ShapeOfV):
+            return UNKNOWN  # `len(x.shape)` of an unknown rank: opaque, as `if_` needs it
         if name == "len":
             if isinstance(a, TensorV) and a.shape:
                 return IntV(a.shape[0])
