@@ -24,7 +24,6 @@ temporary folder (nothing of the projects is kept in this repository), then:
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -330,6 +329,3 @@ def _line(name: str, r: Row, peers: list[str]) -> None:
         f"{r.alarms:>8}{r.errors:>8}{known:>7}{mean:>9.0f}{max(r.times, default=0) * 1000:>8.0f}"
         f"{host:>9.0f}" + "".join(f"{r.peers.get(p, 0):>9}" for p in peers)
     )
-
-
-_ = os

@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 from mimir.diagnostics.codes import REGISTRY
 from mimir.diagnostics.diagnostic import Diagnostic, Label
 from mimir.dims import Dim
-from mimir.host import api, einops, kernel_calls, nn, nn_spatial
+from mimir.host import api, einops, kernel_calls, nn, nn_spatial, pyops
 from mimir.host import torch_table as tt
 from mimir.host.annotations import read_host_annotation
 from mimir.host.assume import variables
@@ -672,7 +672,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             values = [self.expr(v, env) for v in node.values]
             truths = [truth_of(v) for v in values]
             if not all(isinstance(v, BoolV) for v in values):
-                return _short_circuit(values, truths, isinstance(node.op, ast.Or))
+                return pyops.short_circuit(values, truths, isinstance(node.op, ast.Or))
             terms = [
                 z3.BoolVal(t) if t is not None else getattr(v, "term", None)
                 for v, t in zip(values, truths, strict=True)
@@ -1056,7 +1056,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             if type(op) in ops:
                 return IntV(arith(ops[type(op)], a.sym, b.sym), a.loose or b.loose)
             if isinstance(op, ast.Div):
-                return _float_op(op, a, b)
+                return pyops.float_op(op, a, b)
             if (
                 isinstance(op, ast.Pow)
                 and literal(a.sym) is not None
@@ -1064,10 +1064,10 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             ):
                 x, y = literal(a.sym), literal(b.sym)
                 assert x is not None and y is not None
-                return IntV(const(x**y)) if 0 <= y < 64 else _float_op(op, a, b)
+                return IntV(const(x**y)) if 0 <= y < 64 else pyops.float_op(op, a, b)
             return IntV(None)
         if isinstance(a, (IntV, FloatV)) and isinstance(b, (IntV, FloatV)):
-            return _float_op(op, a, b)
+            return pyops.float_op(op, a, b)
         if isinstance(a, TupleV) and isinstance(b, TupleV) and isinstance(op, ast.Add):
             return TupleV(a.items + b.items, a.is_list)
         return UNKNOWN
@@ -1105,7 +1105,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                 truth = table.get(type(op))
                 return BoolV(truth, None if truth is None else z3.BoolVal(truth))
             if left.sym is not None and right.sym is not None:
-                term = _relation(op, left.sym.term, right.sym.term)
+                term = pyops.relation(op, left.sym.term, right.sym.term)
                 return BoolV(None, term, left.loose or right.loose)
         if (
             isinstance(left, TupleV)
@@ -1113,7 +1113,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             and isinstance(op, (ast.Eq, ast.NotEq))
             and all(isinstance(x, IntV) and not x.loose for x in (*left.items, *right.items))
         ):
-            equal = _tuples_equal(left, right)
+            equal = pyops.tuples_equal(left, right)
             if isinstance(equal, bool):
                 truth = equal == isinstance(op, ast.Eq)
                 return BoolV(truth, z3.BoolVal(truth))
@@ -1285,9 +1285,9 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         if isinstance(r, TensorV):
             return api.call_method(self, r, f.name, args, kwargs)
         if isinstance(r, (LayerV, ObjectV)) and f.name in _MODULE_SELF:
-            dtype = _module_dtype(f.name, args, kwargs)
+            dtype = pyops.module_dtype(f.name, args, kwargs)
             if dtype is not None:
-                _convert(r, dtype, set())
+                pyops.convert(r, dtype, set())
             return r
         if isinstance(r, ObjectV) and f.name in ("register_buffer", "register_parameter"):
             if args and isinstance(args[0], StrV):
@@ -1336,7 +1336,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         if name in ("functools.partial",) and args:
             return PartialV(args[0], tuple(args[1:]), tuple(kwargs.items()))
         if name.startswith("math."):
-            return _math(name[5:], args)
+            return pyops.math_call(name[5:], args)
         if name in ("einops.rearrange", "einops.repeat", "einops.reduce"):
             return einops.apply(self, name[7:], args, kwargs)
         if name.startswith("einops.layers.") and name.rsplit(".", 1)[-1] in _EINOPS_LAYERS:
@@ -1617,132 +1617,6 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
 
     def kernel_call(self, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
         return kernel_calls.kernel_call(self, name, args, kwargs, node)
-
-
-def _short_circuit(values: list[Any], truths: list[bool | None], is_or: bool) -> Any:
-    """`a or b`, `a and b` on values that are not all bools: the operand Python returns
-    (`out_features or in_features`), or what every operand it may return agrees on."""
-    stop = True if is_or else False
-    candidates = []
-    for v, t in zip(values[:-1], truths[:-1], strict=True):
-        if t is stop:
-            candidates.append(v)
-            break
-        if t is None:
-            candidates.append(v)
-    else:
-        candidates.append(values[-1])
-    out = candidates[0]
-    for v in candidates[1:]:
-        out = join(out, v)
-    return out
-
-
-def _float_op(op: ast.operator, a: IntV | FloatV, b: IntV | FloatV) -> FloatV:
-    """Arithmetic that makes a float; its value when both sides are literals."""
-    x = a.value if isinstance(a, FloatV) else literal(a.sym)
-    y = b.value if isinstance(b, FloatV) else literal(b.sym)
-    if x is None or y is None:
-        return FloatV()
-    ops = {
-        ast.Add: lambda: x + y,
-        ast.Sub: lambda: x - y,
-        ast.Mult: lambda: x * y,
-        ast.Div: lambda: x / y,
-        ast.Pow: lambda: float(x) ** y,
-        ast.FloorDiv: lambda: float(x // y),
-    }
-    make = ops.get(type(op))
-    try:
-        value = make() if make else None
-    except (ZeroDivisionError, OverflowError, ValueError):
-        return FloatV()
-    return FloatV(float(value)) if isinstance(value, (int, float)) else FloatV()
-
-
-def _module_dtype(name: str, args: list, kwargs: dict) -> str | None:
-    """The dtype `module.double()`, `.half()`, `.to(torch.float64)` converts weights to."""
-    if name in ("float", "double", "half", "bfloat16"):
-        return tt.DTYPE_ALIASES[name]
-    if name == "to":
-        for v in [*args, *kwargs.values()]:
-            if isinstance(v, DTypeV):
-                return v.name
-    return None
-
-
-def _convert(module: Any, dtype: str, seen: set[int]) -> None:
-    """Every layer inside `module` now holds weights of `dtype` (conversion is in place)."""
-    if id(module) in seen:
-        return
-    seen.add(id(module))
-    if isinstance(module, LayerV):
-        module.dtype = dtype
-        for m in [*module.items, *module.named.values()]:
-            _convert(m, dtype, seen)
-    elif isinstance(module, ObjectV):
-        if isinstance(module.layer, LayerV):
-            _convert(module.layer, dtype, seen)
-        for name, v in list(module.attrs.items()):
-            if isinstance(v, (LayerV, ObjectV)):
-                _convert(v, dtype, seen)
-            elif isinstance(v, TensorV) and tt.is_float(v.dtype) is not False:
-                module.attrs[name] = v.with_dtype(dtype)  # a parameter or a float buffer
-
-
-def _math(name: str, args: list) -> Any:
-    """`math.sqrt(d)`, `math.log(n)`: a float, known when its arguments are."""
-    import math
-
-    values = []
-    for a in args:
-        if isinstance(a, FloatV) and a.value is not None:
-            values.append(a.value)
-        elif isinstance(a, IntV) and literal(a.sym) is not None:
-            values.append(float(literal(a.sym)))  # type: ignore[arg-type]
-        else:
-            return IntV(None) if name in ("ceil", "floor", "prod", "gcd", "lcm") else FloatV()
-    fn = getattr(math, name, None)
-    if fn is None or not callable(fn):
-        return UNKNOWN
-    try:
-        out = fn(*values)
-    except (ValueError, OverflowError, TypeError, ZeroDivisionError):
-        return UNKNOWN
-    if isinstance(out, bool):
-        return BoolV(out)
-    if isinstance(out, int):
-        return IntV(const(out))
-    return FloatV(out) if isinstance(out, float) else UNKNOWN
-
-
-def _relation(op: ast.cmpop, a: Any, b: Any) -> Any:
-    table = {
-        ast.Eq: lambda: a == b,
-        ast.NotEq: lambda: a != b,
-        ast.Lt: lambda: a < b,
-        ast.LtE: lambda: a <= b,
-        ast.Gt: lambda: a > b,
-        ast.GtE: lambda: a >= b,
-    }
-    make = table.get(type(op))
-    return make() if make else None
-
-
-def _tuples_equal(a: TupleV, b: TupleV) -> Any:
-    """Two tuples of sizes are equal: a bool, a Z3 condition, or None when unknown."""
-    if len(a.items) != len(b.items):
-        return False
-    conds = []
-    for x, y in zip(a.items, b.items, strict=True):
-        if x.sym is None or y.sym is None:
-            return None
-        if x.sym.value is not None and y.sym.value is not None:
-            if x.sym.value != y.sym.value:
-                return False
-            continue
-        conds.append(x.sym.term == y.sym.term)
-    return True if not conds else z3.And(*conds)
 
 
 def _label(node: ast.expr) -> str:

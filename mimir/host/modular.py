@@ -304,6 +304,3 @@ def _attributes_read(fn: ast.FunctionDef, name: str) -> set[str]:
         for n in ast.walk(fn)
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name
     }
-
-
-_ = (ObjectV, OptionalV)

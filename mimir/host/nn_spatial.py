@@ -17,9 +17,7 @@ from typing import Any
 from mimir.host import torch_table as tt
 from mimir.host.rules import Ctx
 from mimir.host.values import (
-    UNKNOWN,
     FloatV,
-    IntV,
     NoneV,
     Size,
     TensorV,
@@ -222,6 +220,3 @@ def im2col(cx: Ctx, t: TensorV, kernel: Any, dilation: Any, padding: Any, stride
     c = t.shape[-3]
     per = arith("*", c, arith("*", ks[0], ks[1]))
     return TensorV((*t.shape[:-3], per, count), t.dtype, t.lib)
-
-
-_ = (UNKNOWN, IntV)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from mimir.host import nn
 from mimir.host.values import (
     UNKNOWN,
     ApiV,
@@ -21,9 +20,7 @@ from mimir.host.values import (
     ClassV,
     ConfigV,
     DictV,
-    DTypeV,
     FloatV,
-    FuncV,
     IntV,
     LambdaV,
     LayerV,
@@ -299,6 +296,3 @@ def _abs(v: IntV | FloatV) -> Any:
         return FloatV(None if v.value is None else abs(v.value))
     k = literal(v.sym)
     return IntV(None) if k is None else IntV(const(abs(k)))
-
-
-_ = (DTypeV, FuncV, nn)
