@@ -16,9 +16,11 @@ temporary folder (nothing of the projects is kept in this repository), then:
 - `--run` runs every unmodified file and every copy under CPU PyTorch (the `RUNS`
   snippets) and fails if a copy does not raise at its recorded line (`--deps DIR` is put
   on the runner's path, for einops and the projects' light dependencies);
-- `--tools` runs mypy and pyright on every copy (a bug is seen when the tool reports an
-  error on its line); `--pytea` runs PyTea (a built `ropas/pytea` folder) on an entry
-  script per copy that builds the module and calls it as the `RUNS` snippet does.
+- `--tools` runs mypy and pyright on every copy: a bug is seen when the tool reports an
+  error on its line that it does not report on the unmodified file (both report type
+  errors on these files, some on the very lines the copies raise at); `--pytea` runs
+  PyTea (a built `ropas/pytea` folder) on an entry script per copy that builds the module
+  and calls it as the `RUNS` snippet does.
 """
 
 from __future__ import annotations
@@ -213,6 +215,7 @@ def pytea_lines(pytea: Path, root: Path, project: Project, bug: Bug, text: str) 
 
 def main(sources: Path, run: bool, tools: bool, pytea: Path | None, deps: list[str]) -> int:
     rows: dict[str, Row] = defaultdict(Row)
+    unmodified: dict[tuple[str, str], set[int] | None] = {}
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
@@ -281,12 +284,17 @@ def main(sources: Path, run: bool, tools: bool, pytea: Path | None, deps: list[s
                     print(f"  RUN: raised at {got['line']}, not {bug.raises}: {got['error']}")
             if tools:
                 original = path.read_text("utf-8")
+                for tool in ("mypy", "pyright"):
+                    key = (tool, str(path))
+                    if key not in unmodified:  # the tool's errors on the file as published
+                        unmodified[key] = tool_lines(tool, roots[bug.project], path)
                 path.write_text(text, "utf-8")
                 try:
                     for tool in ("mypy", "pyright"):
                         seen = tool_lines(tool, roots[bug.project], path)
                         if seen is not None:
-                            row.peers[tool] = row.peers.get(tool, 0) + (bug.raises in seen)
+                            new = seen - (unmodified[(tool, str(path))] or set())
+                            row.peers[tool] = row.peers.get(tool, 0) + (bug.raises in new)
                 finally:
                     path.write_text(original, "utf-8")
             if pytea is not None:
