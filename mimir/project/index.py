@@ -228,6 +228,8 @@ class _Importer:
             return True
         facts = _fact_names(tree)
         if isinstance(stmt, ast.ImportFrom) and not any(a.name == "*" for a in stmt.names):
+            if any(a.name == path.stem for a in stmt.names):  # `from . import m`: the module
+                return bool(facts)
             return any(a.name in facts for a in stmt.names)
         return bool(facts)
 
