@@ -313,7 +313,8 @@ def test_containers_filled_at_run_time_are_unknown(src: str) -> None:
         "    if not per_epoch:\n        assert updates > 0\n        epochs = epochs * updates\n"
         "    return epochs\n",
         # a default that the class's own assert refuses is no configuration (timm's twins)
-        "import torch.nn as nn\nclass A(nn.Module):\n    def __init__(self, dim: int, ws: int = 1):\n"
+        "import torch.nn as nn\nclass A(nn.Module):\n"
+        "    def __init__(self, dim: int, ws: int = 1):\n"
         "        assert ws != 1\n        super().__init__()\n        self.ws = ws\n",
         # a flag read from a tuple the interpreter lost: either branch may never run
         "import torch.nn as nn\nclass S(nn.Module):\n"

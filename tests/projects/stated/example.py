@@ -1,7 +1,6 @@
 """Builds the model with the sizes it is used with."""
 
 import torch
-
 from net import Tower
 
 model = Tower(width=64, hidden=128, depth=2)
