@@ -385,7 +385,7 @@ def test_a_literal_constructor_call_elsewhere_in_the_project_is_the_configuratio
     (d,) = check_source(str(model), model.read_text()).diagnostics
     assert (d.span.line, d.code) == (19, "GPU100") and "expects 64 input features" in d.message
     stated = d.labels[-1]
-    assert Path(stated.span.path).name == "example.py" and stated.span.line == 7
+    assert Path(stated.span.path).name == "example.py" and stated.span.line == 6
     assert stated.message.startswith("the sizes checked are those of `Tower(width=64")
 
 
