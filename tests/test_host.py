@@ -443,3 +443,21 @@ def test_lsp_hover_on_an_unknown_value_says_why() -> None:
     result = check_source("t.py", src)
     text, _ = query.hover(result, src.splitlines(), 4, 1)
     assert "y: ?" in text and "unknown call `foo.mystery`" in text
+
+
+def test_check_coverage_option_prints_a_line_per_file(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    src = tmp_path / "m.py"
+    src.write_text(
+        "import torch\nimport foo\nx = torch.randn(2, 3)\ny = x @ torch.randn(3, 4)\n"
+        "z = foo.mystery(y)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "mimir", "check", "--no-cache", "--coverage", str(src)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    line = next(row for row in run.stderr.splitlines() if row.startswith(str(src)))
+    assert "tensor expressions" in line and "unknown call `foo.mystery`" in line
