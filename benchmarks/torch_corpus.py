@@ -2,6 +2,7 @@
 mypy and pyright report on the same programs.
 
     python benchmarks/torch_corpus.py [--tools]
+    python benchmarks/torch_corpus.py --real SOURCES [--run] [--tools] [--pytea PYTEA]
 
 For every `tests/torch_programs/NAME_bug.py` a bug counts as found when `mimir check`
 reports the marked code at the marked line (the line where running it with PyTorch
@@ -11,6 +12,9 @@ given a tensor of known shape but whose result the shape table does not know (sh
 checker gave up on). With `--tools`, mypy and pyright run on the same files (pyright from
 PATH or `npm install --prefix benchmarks pyright`): a bug counts as seen by a tool when it
 reports anything on the marked line, and every diagnostic on a correct program is counted.
+
+With `--real SOURCES`, the corpus is files of public projects with planted bugs, read
+from checkouts at pinned commits (`benchmarks/torch_corpus_real.py`).
 """
 
 from __future__ import annotations
@@ -102,7 +106,23 @@ def _pyright(files: list[Path]) -> dict[str, set[int]] | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tools", action="store_true", help="also run mypy and pyright")
+    parser.add_argument(
+        "--real",
+        type=Path,
+        metavar="SOURCES",
+        help="the corpus of public projects instead (see benchmarks/torch_corpus_real.py)",
+    )
+    parser.add_argument("--run", action="store_true", help="with --real: run every copy")
+    parser.add_argument("--pytea", type=Path, help="with --real: a built ropas/pytea folder")
+    parser.add_argument(
+        "--deps", action="append", default=[], help="with --run: a folder for the runner's path"
+    )
     args = parser.parse_args()
+    if args.real is not None:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from torch_corpus_real import main as real
+
+        raise SystemExit(real(args.real, args.run, args.tools, args.pytea, args.deps))
     files = sorted(CORPUS.glob("*.py"))
     bugs = [f for f in files if f.name.endswith("_bug.py")]
     found = false_alarms = unknowns = 0

@@ -150,6 +150,14 @@ def check(
         int | None,
         typer.Option("--jobs", "-j", min=1, help="Worker processes (at most one per core)."),
     ] = None,
+    coverage: Annotated[
+        bool,
+        typer.Option(
+            "--coverage",
+            help="After the findings, print per file how many tensor expressions of host "
+            "code have a known shape, and why the others are unknown (to stderr).",
+        ),
+    ] = False,
 ) -> None:
     """Prove shapes, dtypes and bounds of every @gpu kernel in PATHS.
 
@@ -199,12 +207,25 @@ def check(
     elif report:
         typer.echo(report)
 
+    if coverage:
+        _print_coverage(checked, config.z3_timeout)
     if unreadable:
         raise typer.Exit(EXIT_USAGE)
     failing = {"error", "warning"} if warnings_as_errors else {"error"}
     if not exit_zero and any(d.severity in failing for d in diagnostics):
         raise typer.Exit(EXIT_ERRORS)
     raise typer.Exit(EXIT_CLEAN)
+
+
+def _print_coverage(checked: list, timeout_ms: int) -> None:
+    """`path: 412 tensor expressions: 87% known, ...` for each readable file (stderr)."""
+    from mimir.host import coverage_of
+
+    for c in checked:
+        if not c.unreadable:
+            typer.echo(
+                f"{c.path}: {coverage_of(c.path, chr(10).join(c.lines), timeout_ms)}", err=True
+            )
 
 
 def _render(fmt: Format, diagnostics: list, checked: list) -> str:

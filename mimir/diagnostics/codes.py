@@ -663,6 +663,40 @@ _CODES = [
         severity="warning",
     ),
     Code(
+        "GPU107",
+        "unpack-count",
+        "unpacking a tensor's pieces or sizes gives another number of values than names",
+        "`q, k, v = x.split(d, dim=-1)` needs exactly three pieces, `B, T, C = x.shape` a "
+        "tensor of rank 3: Python raises ValueError when the counts differ",
+        "split into as many pieces as there are names (check the split size and the dim), "
+        "or unpack a tensor of the rank the names expect",
+        "import torch\n\nx = torch.randn(2, 8, 64)\nq, k, v = x.split(32, dim=2)\n",
+        "import torch\n\nx = torch.randn(2, 8, 96)\nq, k, v = x.split(32, dim=2)\n",
+    ),
+    Code(
+        "GPU108",
+        "assert-never-holds",
+        "an `assert` on sizes fails for every size the code admits",
+        "the condition contradicts what the code before it requires (or the configuration "
+        "being checked states), so the assertion raises AssertionError whenever it runs",
+        "correct the sizes the assertion compares, or the code that makes them",
+        "import torch\n\nx = torch.randn(4, 6)\nassert x.shape[1] == 4\n",
+        "import torch\n\nx = torch.randn(4, 6)\nassert x.shape[1] == 6\n",
+    ),
+    Code(
+        "GPU109",
+        "einops-mismatch",
+        "an einops pattern does not fit the shape of the tensor it is applied to",
+        "`rearrange(x, 'b n (h d) -> b h n d', h=8)` names one axis of `x` per group on "
+        "the left, so `x` must have that many axes, and each group's sizes must multiply "
+        "to the axis it stands for: einops raises EinopsError otherwise",
+        "write the pattern for the tensor's rank, or give sizes that divide the axis",
+        "import torch\nfrom einops import rearrange\n\n"
+        "x = torch.randn(2, 16, 64)\ny = rearrange(x, 'b n h d -> b h n d', h=8)\n",
+        "import torch\nfrom einops import rearrange\n\n"
+        "x = torch.randn(2, 16, 64)\ny = rearrange(x, 'b n (h d) -> b h n d', h=8)\n",
+    ),
+    Code(
         "GPU090",
         "unused-suppression",
         "a `# mimir: ignore[...]` comment that suppresses nothing",

@@ -19,4 +19,19 @@ def check_host(info: ModuleInfo, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> HostRe
     return HostChecker(info, timeout_ms).run()
 
 
-__all__ = ["HostResult", "check_host"]
+def coverage_of(path: str, text: str, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> str:
+    """One line saying how much of a file's host code has known shapes (`Coverage.summary`)."""
+    import ast
+
+    from mimir.parse.module import read_module
+    from mimir.parse.spans import SourceFile
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "not read (not valid Python)"
+    info = read_module(SourceFile(path, text), tree)
+    return check_host(info, timeout_ms).coverage.summary()
+
+
+__all__ = ["HostResult", "check_host", "coverage_of"]

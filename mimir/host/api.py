@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mimir.host import nn
+from mimir.host import nn, nn_spatial
 from mimir.host import torch_table as tt
 from mimir.host.rules import Ctx
 from mimir.host.values import (
@@ -20,6 +20,7 @@ from mimir.host.values import (
     FloatV,
     IntV,
     NoneV,
+    ShapeOfV,
     StrV,
     TensorV,
     TupleV,
@@ -178,6 +179,13 @@ def call_function(cx: Ctx, name: str, args: list, kwargs: dict) -> Any:
 
 
 def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str) -> Any:
+    if (
+        lib == "numpy"
+        and args
+        and isinstance(args[0], (IntV, FloatV))
+        and short in _ELEMENTWISE_1 | {"log", "exp", "sqrt", "log2", "log10", "power", "floor"}
+    ):
+        return FloatV()  # `np.log(10000)`: a Python number
     if name in ("numpy.random.randn", "numpy.random.rand", "numpy.random.standard_normal"):
         return tt.creation(cx, args, kwargs, lib)
     if name in ("numpy.random.randint", "torch.randint"):
@@ -223,6 +231,23 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
         if isinstance(data, TensorV):
             return TensorV(data.shape, dtype or data.dtype, lib)
         return tt.from_data(data, lib, dtype)
+    if short == "meshgrid" and lib == "torch":
+        items = args[0].items if len(args) == 1 and isinstance(args[0], TupleV) else args
+        ts = [tt.tensor(a) for a in items]
+        if not ts or any(t is None or t.shape is None or len(t.shape) != 1 for t in ts):
+            return UNKNOWN
+        sizes = [t.shape[0] for t in ts]  # type: ignore[union-attr, index]
+        order = kwargs.get("indexing")
+        if isinstance(order, StrV) and order.value == "xy" and len(sizes) >= 2:
+            sizes[0], sizes[1] = sizes[1], sizes[0]
+        return TupleV(tuple(TensorV(tuple(sizes), t.dtype, lib) for t in ts if t is not None))
+    if short in ("outer", "ger") and len(args) == 2:
+        a, b = tt.tensor(args[0]), tt.tensor(args[1])
+        if a is None or b is None:
+            return UNKNOWN
+        n = a.shape[0] if a.shape is not None and len(a.shape) == 1 else None
+        m = b.shape[0] if b.shape is not None and len(b.shape) == 1 else None
+        return TensorV((n, m), tt.promote(a, b), lib)
     if short == "arange":
         return tt.arange(args, kwargs, lib)
     if short in ("eye", "identity"):
@@ -276,6 +301,7 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
         "unsqueeze",
         "split",
         "chunk",
+        "unbind",
         "argmax",
         "argmin",
         "sum",
@@ -333,7 +359,14 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
         "cos",
         "detach",
         "clone",
-    ):
+        "narrow",
+        "unflatten",
+        "movedim",
+        "type_as",
+        "masked_fill",
+        "softmax",
+        "log_softmax",
+    ) or (short in _ELEMENTWISE_1 | _ELEMENTWISE_2 | _REDUCE and not short.endswith("_")):
         if args and isinstance(args[0], TensorV):
             return call_method(cx, args[0], short, args[1:], kwargs)
         return UNKNOWN
@@ -398,13 +431,16 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
         return UNKNOWN
     if name in ("size", "shape"):
         if t.shape is None:
-            return UNKNOWN if args else UNKNOWN
+            k = tt.int_lit(tt.arg(args, kwargs, 0, "dim"))
+            if args or "dim" in kwargs:
+                return IntV(None) if k is None else IntV(cx.axis_size(t, k))
+            return ShapeOfV(t)
         if args or "dim" in kwargs:
             d = tt.axis(cx, tt.arg(args, kwargs, 0, "dim"), len(t.shape), "size")
             return IntV(None) if d is None else IntV(t.shape[d])
         return TupleV(tuple(IntV(s) for s in t.shape))
-    if name in ("dim", "ndimension"):
-        return IntV(None) if t.shape is None else IntV(const(len(t.shape)))
+    if name in ("dim", "ndimension"):  # unknown rank: opaque, as `if_` needs it
+        return UNKNOWN if t.shape is None else IntV(const(len(t.shape)))
     if name in ("numel", "nelement"):
         return IntV(None) if t.shape is None else IntV(product(t.shape))
     if name in _REDUCE:
@@ -469,12 +505,33 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
     if name in ("repeat", "tile"):
         if t.lib != "torch":  # numpy's repeat repeats elements; its tile pads the counts
             return UNKNOWN
-        return tt.repeat(cx, t, tt.sizes_arg(args))
+        counts = tt.sizes_arg(args)
+        if name == "tile" and counts is not None and t.shape is not None:
+            counts = [const(1)] * (len(t.shape) - len(counts)) + counts  # fewer: ones first
+        return tt.repeat(cx, t, counts)
     if name in ("split", "chunk", "tensor_split"):
         if name == "tensor_split" or t.lib != "torch":
             return UNKNOWN  # numpy's split takes a section count or split points
         size = tt.arg(args, kwargs, 0, "split_size_or_sections" if name == "split" else "chunks")
         return tt.split(cx, t, size, tt.arg(args, kwargs, 1, "dim"), name == "chunk")
+    if name == "unbind":
+        return tt.unbind(cx, t, tt.arg(args, kwargs, 0, "dim"))
+    if name == "narrow":
+        return tt.narrow(
+            cx,
+            t,
+            tt.arg(args, kwargs, 0, "dim"),
+            tt.arg(args, kwargs, 1, "start"),
+            tt.arg(args, kwargs, 2, "length"),
+        )
+    if name == "unfold" and t.lib == "torch":
+        return nn_spatial.tensor_unfold(
+            cx,
+            t,
+            tt.arg(args, kwargs, 0, "dimension"),
+            tt.arg(args, kwargs, 1, "size"),
+            tt.arg(args, kwargs, 2, "step"),
+        )
     if name in ("matmul", "mm", "dot", "__matmul__"):
         return tt.matmul(cx, t, args[0] if args else UNKNOWN)
     if name == "bmm":

@@ -48,7 +48,9 @@ def segment(lines: list[str], node: ast.AST) -> str:
 
 
 def uninformative(v: Any) -> bool:
-    return v is UNKNOWN or isinstance(v, (NoneV, StrV, BoolV, FloatV, ApiV)) or v == IntV(None)
+    if isinstance(v, IntV):
+        return v.sym is None
+    return v is UNKNOWN or isinstance(v, (NoneV, StrV, BoolV, FloatV, ApiV))
 
 
 def aliases(info: ModuleInfo) -> dict[str, str]:
@@ -69,7 +71,7 @@ def constant(value: Any) -> Any:
     if isinstance(value, int):
         return IntV(const(value))
     if isinstance(value, float):
-        return FloatV()
+        return FloatV(value)
     if isinstance(value, str):
         return StrV(value)
     if value is None:
@@ -82,7 +84,7 @@ def truth_of(v: Any) -> bool | None:
         return v.value
     if isinstance(v, IntV):
         k = literal(v.sym)
-        return None if k is None else k != 0
+        return None if k is None or v.loose else k != 0
     if isinstance(v, NoneV):
         return False
     if isinstance(v, StrV):
@@ -105,6 +107,8 @@ def is_none(a: Any, b: Any) -> bool | None:
 def unpack(value: Any, n: int) -> list[Any] | None:
     if isinstance(value, TupleV):
         return list(value.items) if len(value.items) == n else None
+    if isinstance(value, LayerV) and value.kind in ("ModuleList", "Sequential") and value.exact:
+        return list(value.items) if len(value.items) == n else None
     if isinstance(value, TensorV) and value.shape:
         size = literal(value.shape[0])
         if size == n:
@@ -115,8 +119,10 @@ def unpack(value: Any, n: int) -> list[Any] | None:
 def literal_items(v: Any) -> list[Any] | None:
     if isinstance(v, TupleV):
         return list(v.items)
-    if isinstance(v, LayerV) and v.kind in ("ModuleList", "Sequential"):
+    if isinstance(v, LayerV) and v.kind in ("ModuleList", "Sequential") and v.exact:
         return list(v.items)
+    if isinstance(v, LayerV) and v.kind == "ModuleDict":
+        return [StrV(k) for k in v.named]
     return None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mimir.host import nn_sequence, nn_spatial
 from mimir.host import torch_table as tt
 from mimir.host.rules import Ctx
 from mimir.host.values import (
@@ -30,6 +31,7 @@ from mimir.host.values import (
     literal,
     show,
     show_shape,
+    show_tensor,
 )
 
 # Layers whose output is their input (shape and dtype).
@@ -59,6 +61,17 @@ LOSSES = {
     "BCELoss": "binary_cross_entropy",
     "BCEWithLogitsLoss": "binary_cross_entropy_with_logits",
 }
+_TRANSPOSED = (
+    "in_channels",
+    "out_channels",
+    "kernel_size",
+    "stride",
+    "padding",
+    "output_padding",
+    "groups",
+    "bias",
+    "dilation",
+)
 # Constructor parameter names, in order, for the layers read by `param`.
 PARAMS = {
     "Linear": ("in_features", "out_features", "bias"),
@@ -80,15 +93,102 @@ PARAMS = {
     "Softmax": ("dim",),
     "MultiheadAttention": ("embed_dim", "num_heads", "dropout", "bias"),
     "LogSoftmax": ("dim",),
+    "Conv3d": ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation"),
+    "ConvTranspose1d": _TRANSPOSED,
+    "ConvTranspose2d": _TRANSPOSED,
+    "ConvTranspose3d": _TRANSPOSED,
+    "PixelShuffle": ("upscale_factor",),
+    "PixelUnshuffle": ("downscale_factor",),
+    "Upsample": ("size", "scale_factor", "mode"),
+    "GroupNorm": ("num_groups", "num_channels", "eps", "affine"),
+    "BatchNorm3d": ("num_features",),
+    "Unfold": ("kernel_size", "dilation", "padding", "stride"),
+    "RNN": ("input_size", "hidden_size", "num_layers"),
+    "LSTM": ("input_size", "hidden_size", "num_layers"),
+    "GRU": ("input_size", "hidden_size", "num_layers"),
+    "RNNCell": ("input_size", "hidden_size"),
+    "LSTMCell": ("input_size", "hidden_size"),
+    "GRUCell": ("input_size", "hidden_size"),
+    "EmbeddingBag": ("num_embeddings", "embedding_dim"),
+    "Transformer": ("d_model", "nhead"),
+    "TransformerEncoderLayer": ("d_model", "nhead", "dim_feedforward"),
+    "TransformerDecoderLayer": ("d_model", "nhead", "dim_feedforward"),
+    "TransformerEncoder": ("encoder_layer", "num_layers"),
+    "TransformerDecoder": ("decoder_layer", "num_layers"),
 }
-KNOWN_LAYERS = set(PARAMS) | IDENTITY | set(LOSSES) | {"Sequential", "ModuleList"}
+KNOWN_LAYERS = set(PARAMS) | IDENTITY | set(LOSSES)
+KNOWN_LAYERS |= {"Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"}
+# Constructor parameters that are sizes (free sizes when a derived class is built unseen).
+SIZES = {
+    "in_features",
+    "out_features",
+    "in_channels",
+    "out_channels",
+    "kernel_size",
+    "num_features",
+    "normalized_shape",
+    "num_embeddings",
+    "embedding_dim",
+    "embed_dim",
+    "num_heads",
+    "num_channels",
+    "num_groups",
+    "input_size",
+    "hidden_size",
+}
 
 
 def param(layer: LayerV, name: str, default: Any = None) -> Any:
+    """A constructor argument; its default when not given (unknown if built with
+    `**kwargs` nobody can read, which may hold it)."""
     names = PARAMS.get(layer.kind, ())
+    if layer.open and default is not None:
+        default = UNKNOWN
     return tt.arg(
         layer.args, layer.kwargs, names.index(name) if name in names else None, name, default
     )
+
+
+def weight(layer: LayerV, name: str) -> Any:
+    """A layer's parameter: `Linear(i, o).weight` is [o, i], `Conv2d`'s [o, i, kh, kw]."""
+    if name not in ("weight", "bias"):
+        return None
+    dtype = layer.dtype or "float32"
+    kind = layer.kind
+
+    def size(p: str, default: Any = None) -> Size:
+        return tt.size_of(param(layer, p, default))
+
+    if kind == "Linear":
+        shape = (
+            (size("out_features"), size("in_features"))
+            if name == "weight"
+            else (size("out_features"),)
+        )
+    elif kind in ("Conv1d", "Conv2d", "Conv3d"):
+        d = int(kind[-2])
+        if name == "bias":
+            shape = (size("out_channels"),)
+        else:
+            groups = tt.size_of(layer.kwargs.get("groups", IntV(const(1))))
+            k = _pair(param(layer, "kernel_size"), d)
+            cin = arith("//", size("in_channels"), groups)
+            shape = (size("out_channels"), cin, *k)
+    elif kind == "Embedding":
+        if name == "bias":
+            return None
+        shape = (size("num_embeddings"), size("embedding_dim"))
+    elif kind == "LayerNorm":
+        normalized = param(layer, "normalized_shape")
+        items = normalized.items if isinstance(normalized, TupleV) else (normalized,)
+        shape = tuple(tt.size_of(x) for x in items)
+    elif kind in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d"):
+        shape = (size("num_features"),)
+    elif kind == "GroupNorm":
+        shape = (size("num_channels"),)
+    else:
+        return None
+    return TensorV(tuple(shape), dtype, "torch")
 
 
 def describe(layer: LayerV) -> str:
@@ -105,11 +205,59 @@ def call_layer(cx: Ctx, layer: LayerV, args: list, kwargs: dict, call_value: Any
         return x
     if kind in LOSSES:
         return FUNCTIONAL[LOSSES[kind]](cx, args, {**layer.kwargs, **kwargs})
+    if kind in nn_sequence.RECURRENT:
+        return nn_sequence.recurrent(cx, layer, param, args, kwargs)
+    if kind in nn_sequence.CELLS:
+        return nn_sequence.cell(cx, layer, param, args, kwargs)
+    if kind in nn_sequence.TRANSFORMER:
+        return nn_sequence.transformer(cx, layer, param, args, kwargs)
+    if kind == "EmbeddingBag":
+        return nn_sequence.embedding_bag(cx, layer, param, args, kwargs)
     t = tt.tensor(x)
     if t is None:
         return UNKNOWN
+    _weights_dtype(cx, layer, t)
     if kind in IDENTITY:
         return t
+    if kind.startswith("ConvTranspose"):
+        d = int(kind[-2])
+        return nn_spatial.conv_transpose(
+            cx,
+            t,
+            d,
+            tt.size_of(param(layer, "in_channels")),
+            tt.size_of(param(layer, "out_channels")),
+            param(layer, "kernel_size"),
+            param(layer, "stride", IntV(const(1))),
+            param(layer, "padding", IntV(const(0))),
+            param(layer, "output_padding", IntV(const(0))),
+            param(layer, "dilation", IntV(const(1))),
+            describe(layer),
+        )
+    if kind in ("PixelShuffle", "PixelUnshuffle"):
+        factor = param(layer, "upscale_factor" if kind == "PixelShuffle" else "downscale_factor")
+        return nn_spatial.pixel_shuffle(
+            cx, t, tt.size_of(factor), kind == "PixelUnshuffle", describe(layer)
+        )
+    if kind == "Upsample":
+        return nn_spatial.interpolate(cx, t, param(layer, "size"), param(layer, "scale_factor"))
+    if kind == "GroupNorm":
+        return nn_spatial.group_norm(
+            cx,
+            t,
+            tt.size_of(param(layer, "num_groups")),
+            tt.size_of(param(layer, "num_channels")),
+            describe(layer),
+        )
+    if kind == "Unfold":
+        return nn_spatial.im2col(
+            cx,
+            t,
+            param(layer, "kernel_size"),
+            param(layer, "dilation", IntV(const(1))),
+            param(layer, "padding", IntV(const(0))),
+            param(layer, "stride", IntV(const(1))),
+        )
     if kind == "Linear":
         return linear_shape(
             cx,
@@ -118,7 +266,7 @@ def call_layer(cx: Ctx, layer: LayerV, args: list, kwargs: dict, call_value: Any
             tt.size_of(param(layer, "out_features")),
             describe(layer),
         )
-    if kind in ("Conv1d", "Conv2d"):
+    if kind in ("Conv1d", "Conv2d", "Conv3d"):
         return conv(cx, layer, t, int(kind[-2]))
     if kind in ("MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d"):
         d = int(kind[-2])
@@ -131,7 +279,7 @@ def call_layer(cx: Ctx, layer: LayerV, args: list, kwargs: dict, call_value: Any
     if kind.startswith("Adaptive"):
         d = 1 if kind.endswith("1d") else 2
         return adaptive(cx, t, d, param(layer, "output_size"), describe(layer))
-    if kind in ("BatchNorm1d", "BatchNorm2d"):
+    if kind in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d"):
         return batchnorm(cx, t, tt.size_of(param(layer, "num_features")), kind, describe(layer))
     if kind == "LayerNorm":
         return layer_norm_shape(cx, t, param(layer, "normalized_shape"), describe(layer))
@@ -156,6 +304,19 @@ def call_layer(cx: Ctx, layer: LayerV, args: list, kwargs: dict, call_value: Any
     return UNKNOWN
 
 
+def _weights_dtype(cx: Ctx, layer: LayerV, t: TensorV) -> None:
+    """A layer whose weights were converted (`.double()`, `.half()`, `dtype=`) multiplies
+    only inputs of that dtype."""
+    if layer.dtype is None or t.dtype is None or layer.kind in IDENTITY:
+        return
+    if tt.is_float(t.dtype) and tt.is_float(layer.dtype) and t.dtype != layer.dtype:
+        if layer.kind in ("Linear", "Conv1d", "Conv2d", "Conv3d", "LayerNorm", "GroupNorm"):
+            cx.fail(
+                "GPU105",
+                f"`{describe(layer)}` holds {layer.dtype} weights, got a {t.dtype} input",
+            )
+
+
 # ---------------------------------------------------------------- the rules
 
 
@@ -163,7 +324,14 @@ def linear_shape(cx: Ctx, t: TensorV, fan_in: Size, fan_out: Size, what: str) ->
     if t.dtype is not None and not tt.is_float(t.dtype):
         cx.fail("GPU105", f"`{what}` needs a floating-point input, got {t.dtype}")
     if t.shape is None:
-        return TensorV(None, t.dtype, t.lib)
+        features = cx.axis_size(t, -1)
+        cx.need(
+            eq(features, fan_in),
+            "GPU100",
+            f"`{what}` expects {show(fan_in)} input features, got {show_tensor(t)} "
+            f"({show(features)} features)",
+        )
+        return TensorV(None, t.dtype, t.lib, (*t.tail[:-1], fan_out))
     if not t.shape:
         cx.fail("GPU101", f"`{what}` needs an input of rank 1 or more, got a scalar")
     cx.need(
@@ -227,8 +395,13 @@ def conv_shape(
 ) -> Any:
     if t.dtype is not None and not tt.is_float(t.dtype):
         cx.fail("GPU105", f"`{what}` needs a floating-point input, got {t.dtype}")
-    if t.shape is None:
-        return TensorV(None, t.dtype, t.lib)
+    if t.shape is None:  # [C, *spatial] or [N, C, *spatial]: the last d + 1 sizes are known
+        last = cx.tail_of(t, d + 1)
+        t = TensorV(last, t.dtype, t.lib)
+        out = conv_shape(cx, t, d, cin, cout, k, s, padding, dil, what)
+        if not isinstance(out, TensorV):
+            return out
+        return TensorV(None, out.dtype, out.lib, out.shape, max_rank=d + 2)
     if len(t.shape) not in (d + 1, d + 2):
         cx.fail(
             "GPU101",
@@ -242,7 +415,7 @@ def conv_shape(
         f"({show(c)} channels)",
         (t.shape,),
     )
-    names = ["L"] if d == 1 else ["H", "W"]
+    names = ["L"] if d == 1 else ["H", "W"] if d == 2 else ["D", "H", "W"]
     spatial = t.shape[-d:]
     if isinstance(padding, StrV):
         if padding.value == "same":
@@ -271,13 +444,17 @@ def pool(
     dil: list[Size] | None,
     what: str,
 ) -> Any:
-    if t.shape is None:
-        return TensorV(None, t.dtype, t.lib)
+    if t.shape is None:  # [C, *spatial] or [N, C, *spatial]: the last d + 1 sizes are known
+        last = cx.tail_of(t, d + 1)
+        out = pool(cx, TensorV(last, t.dtype, t.lib), d, k, s, p, dil, what)
+        if not isinstance(out, TensorV):
+            return out
+        return TensorV(None, t.dtype, t.lib, out.shape, max_rank=d + 2)
     if len(t.shape) not in (d + 1, d + 2):
         cx.fail(
             "GPU101", f"`{what}` needs a {d + 1}-d or {d + 2}-d input, got {show_shape(t.shape)}"
         )
-    names = ["L"] if d == 1 else ["H", "W"]
+    names = ["L"] if d == 1 else ["H", "W"] if d == 2 else ["D", "H", "W"]
     dils = dil if dil is not None else [None] * d
     out = [
         _spatial(cx, what, n, kk, ss, pp, dd, name)
@@ -288,7 +465,11 @@ def pool(
 
 def adaptive(cx: Ctx, t: TensorV, d: int, size: Any, what: str) -> Any:
     if t.shape is None:
-        return TensorV(None, t.dtype, t.lib)
+        last = cx.tail_of(t, d + 1)
+        out = adaptive(cx, TensorV(last, t.dtype, t.lib), d, size, what)
+        if not isinstance(out, TensorV):
+            return out
+        return TensorV(None, t.dtype, t.lib, out.shape, max_rank=d + 2)
     if len(t.shape) not in (d + 1, d + 2):
         cx.fail(
             "GPU101", f"`{what}` needs a {d + 1}-d or {d + 2}-d input, got {show_shape(t.shape)}"
@@ -303,9 +484,11 @@ def adaptive(cx: Ctx, t: TensorV, d: int, size: Any, what: str) -> Any:
 
 
 def batchnorm(cx: Ctx, t: TensorV, c: Size, kind: str, what: str) -> Any:
+    ranks = (2, 3) if kind == "BatchNorm1d" else (4,) if kind == "BatchNorm2d" else (5,)
+    if t.shape is None and len(ranks) == 1:
+        t = cx.refine(t, ranks[0])  # the only rank it accepts
     if t.shape is None:
         return t
-    ranks = (2, 3) if kind == "BatchNorm1d" else (4,) if kind == "BatchNorm2d" else (5,)
     if len(t.shape) not in ranks:
         want = " or ".join(f"{r}-d" for r in ranks)
         cx.fail("GPU101", f"`{what}` needs a {want} input, got {show_shape(t.shape)}")
@@ -318,13 +501,20 @@ def batchnorm(cx: Ctx, t: TensorV, c: Size, kind: str, what: str) -> Any:
 
 
 def layer_norm_shape(cx: Ctx, t: TensorV, normalized: Any, what: str) -> Any:
-    if t.shape is None:
-        return t
     sizes = (
         [tt.size_of(x) for x in normalized.items]
         if isinstance(normalized, TupleV)
         else [tt.size_of(normalized)]
     )
+    if t.shape is None:
+        last = cx.tail_of(t, len(sizes))
+        for want, got in zip(sizes, last, strict=True):
+            cx.need(
+                eq(want, got),
+                "GPU100",
+                f"`{what}` normalizes trailing size {show(want)}, got {show_tensor(t)}",
+            )
+        return t
     if len(sizes) > len(t.shape):
         cx.fail("GPU101", f"`{what}` normalizes {len(sizes)} dims of a rank-{len(t.shape)} input")
     for want, got in zip(sizes, t.shape[len(t.shape) - len(sizes) :], strict=True):
@@ -340,7 +530,7 @@ def embedding_shape(cx: Ctx, idx: TensorV, dim: Size, what: str) -> Any:
     if idx.dtype is not None and not tt.is_int(idx.dtype):
         cx.fail("GPU105", f"`{what}` needs integer (long) indices, got {idx.dtype}")
     if idx.shape is None:
-        return TensorV(None, "float32", idx.lib)
+        return TensorV(None, "float32", idx.lib, (*idx.tail, dim))
     return TensorV((*idx.shape, dim), "float32", idx.lib)
 
 
@@ -569,17 +759,39 @@ def _f_pad(cx: Ctx, args: list, kwargs: dict) -> Any:
 
 def _f_interpolate(cx: Ctx, args: list, kwargs: dict) -> Any:
     x = tt.tensor(tt.arg(args, kwargs, 0, "input"))
-    if x is None or x.shape is None or len(x.shape) < 3:
-        return TensorV(None, x.dtype, x.lib) if x else UNKNOWN
-    d = len(x.shape) - 2
+    if x is None:
+        return UNKNOWN
     size = tt.arg(args, kwargs, 1, "size")
     scale = tt.arg(args, kwargs, 2, "scale_factor")
-    if size is not None and not isinstance(size, NoneV):
-        return TensorV((*x.shape[:2], *_pair(size, d)), x.dtype, x.lib)
-    k = tt.int_lit(scale) if scale is not None else None
-    if k is None:
-        return TensorV((*x.shape[:2], *([None] * d)), x.dtype, x.lib)
-    return TensorV((*x.shape[:2], *(arith("*", s, const(k)) for s in x.shape[2:])), x.dtype, x.lib)
+    return nn_spatial.interpolate(cx, x, size, scale)
+
+
+def _f_pixel_shuffle(unshuffle: bool) -> Any:
+    def rule(cx: Ctx, args: list, kwargs: dict) -> Any:
+        x = tt.tensor(tt.arg(args, kwargs, 0, "input"))
+        r = tt.size_of(
+            tt.arg(args, kwargs, 1, "downscale_factor" if unshuffle else "upscale_factor")
+        )
+        if x is None:
+            return UNKNOWN
+        name = "pixel_unshuffle" if unshuffle else "pixel_shuffle"
+        return nn_spatial.pixel_shuffle(cx, x, r, unshuffle, name)
+
+    return rule
+
+
+def _f_unfold(cx: Ctx, args: list, kwargs: dict) -> Any:
+    x = tt.tensor(tt.arg(args, kwargs, 0, "input"))
+    if x is None:
+        return UNKNOWN
+    return nn_spatial.im2col(
+        cx,
+        x,
+        tt.arg(args, kwargs, 1, "kernel_size"),
+        tt.arg(args, kwargs, 2, "dilation", IntV(const(1))),
+        tt.arg(args, kwargs, 3, "padding", IntV(const(0))),
+        tt.arg(args, kwargs, 4, "stride", IntV(const(1))),
+    )
 
 
 def _f_sdpa(cx: Ctx, args: list, kwargs: dict) -> Any:
@@ -631,6 +843,10 @@ FUNCTIONAL: dict[str, Any] = {
     "log_softmax": _f_softmax,
     "pad": _f_pad,
     "interpolate": _f_interpolate,
+    "upsample": _f_interpolate,
+    "pixel_shuffle": _f_pixel_shuffle(False),
+    "pixel_unshuffle": _f_pixel_shuffle(True),
+    "unfold": _f_unfold,
     "scaled_dot_product_attention": _f_sdpa,
     "cross_entropy": cross_entropy,
     "nll_loss": lambda cx, a, k: cross_entropy(cx, a, k, "nll_loss"),

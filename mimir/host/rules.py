@@ -22,6 +22,7 @@ class RefutedError(Exception):
         counterexample: tuple[tuple[str, int], ...] = (),
         labels: tuple[Label, ...] = (),
         note: str | None = None,
+        why: str | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -29,6 +30,7 @@ class RefutedError(Exception):
         self.counterexample = counterexample
         self.labels = labels
         self.note = note  # the shapes in the counterexample: "(then [4, 16, 6, 6])"
+        self.why = why  # a sentence for the case: "it fails for every size the code admits"
 
 
 class Ctx(Protocol):
@@ -44,4 +46,36 @@ class Ctx(Protocol):
 
     def fresh(self, name: str, lo: int, hi: int | None = None) -> Any:
         """A new symbolic size `lo <= name <= hi` (a data loader's last batch)."""
+        ...
+
+    def free_size(self, text: str, lo: int = 1) -> Any:
+        """A size nobody stated: its first demand is assumed, not checked."""
+        ...
+
+    def axis_size(self, t: Any, k: int, label: str = "x") -> Any:
+        """The size of axis `k` of `t` (negative from the end), a free size if not known."""
+        ...
+
+    def tail_of(self, t: Any, n: int, label: str = "x") -> Any:
+        """The last `n` sizes of `t`, free sizes where unknown; None if its rank is less."""
+        ...
+
+    def refine(self, t: Any, rank: int, names: tuple[str, ...] = ()) -> Any:
+        """`t`, whose rank was unknown, with the rank a demand fixes."""
+        ...
+
+    def holds(self, cond: Any) -> bool | None:
+        """Whether `cond` holds on this path for every size (None: not known)."""
+        ...
+
+    def holds_always(self, cond: Any) -> bool:
+        """Whether `cond` is proven for every size this path admits."""
+        ...
+
+    def quotient(self, a: Any, b: Any) -> Any:
+        """`a // b` for a reshape that infers a size, common factors cancelled."""
+        ...
+
+    def nonnegative(self, size: Any) -> bool:
+        """Whether a size is at least 0 for every size this path admits."""
         ...

@@ -27,6 +27,7 @@ from mimir.host.values import (
     Shape,
     Size,
     StrV,
+    Sym,
     TensorV,
     TupleV,
     any_,
@@ -39,6 +40,7 @@ from mimir.host.values import (
     show,
     show_shape,
 )
+from mimir.solve.z3lib import z3
 
 Rule = Callable[[Ctx, list[Any], dict[str, Any]], Any]
 
@@ -191,7 +193,10 @@ def _pair(cx: Ctx, a: Size, b: Size, shapes: tuple) -> Size:
     )
     if eq(a, b) is True:
         return a
-    return None if a.value is None or b.value is None else a
+    if a.value is None or b.value is None:
+        # the size that is not 1: `b` unless it is 1 (both are when they are equal)
+        return Sym(z3.If(b.term == 1, a.term, b.term), a.text if b.value == 1 else b.text)
+    return a
 
 
 def promote(a: Any, b: Any) -> str | None:
@@ -231,13 +236,32 @@ def elementwise(cx: Ctx, *operands: Any, dtype: str | None = "promote") -> Any:
     tensors = [o for o in operands if isinstance(o, TensorV)]
     if not tensors:
         return UNKNOWN
-    shape = broadcast(cx, *(operand_shape(o) for o in operands))
     if dtype == "promote":
         dt: str | None = tensors[0].dtype
         for o in operands[1:]:
             dt = promote(TensorV(None, dt, tensors[0].lib), o) if dt is not None else None
         dtype = dt
-    return TensorV(shape, dtype, tensors[0].lib)
+    lib = tensors[0].lib
+    shapes = [operand_shape(o) for o in operands]
+    if all(s is not None for s in shapes):
+        return TensorV(broadcast(cx, *shapes), dtype, lib)
+    if any(s is None and not isinstance(o, TensorV) for o, s in zip(operands, shapes, strict=True)):
+        return TensorV(None, dtype, lib)
+    # some rank unknown: the trailing sizes every operand has broadcast; the rest is unknown
+    unknown = [t for t in tensors if t.shape is None]
+    depth = min(len(t.tail) for t in unknown)
+    tails: list[Shape] = []
+    for o in operands:
+        last = o.last if isinstance(o, TensorV) else ()
+        tails.append(tuple(last[len(last) - depth :]) if depth and len(last) > depth else last)
+    tail = broadcast(cx, *tails) if depth else ()
+    origins = {t.origin for t in unknown}
+    others = [o for o in operands if not (isinstance(o, TensorV) and o.shape is None)]
+    keep = len(origins) == 1 and None not in origins and all(operand_shape(o) == () for o in others)
+    ranks = [t.rank if t.shape is not None else t.max_rank for t in tensors]
+    most = None if None in ranks else max(r for r in ranks if r is not None)
+    origin = unknown[0].origin if keep else None
+    return TensorV(None, dtype, lib, tuple(tail or ()), origin, most)
 
 
 # ---------------------------------------------------------------- linear algebra
@@ -245,6 +269,28 @@ def elementwise(cx: Ctx, *operands: Any, dtype: str | None = "promote") -> Any:
 
 def matmul(cx: Ctx, a: Any, b: Any) -> Any:
     x, y = tensor(a), tensor(b)
+    if x is not None and y is not None and x.shape is None and y.shape is not None:
+        if len(y.shape) >= 2:  # [..., K] @ [..., K, N]: K must agree, the result ends in N
+            k1, k2 = cx.axis_size(x, -1), y.shape[-2]
+            cx.need(
+                eq(k1, k2),
+                "GPU011",
+                f"matmul shape mismatch: {show_shape(x.last, True)} @ {show_shape(y.shape)}, "
+                f"left has K={show(k1)}, right has K={show(k2)}",
+            )
+            dtype = x.dtype if x.dtype == y.dtype else None
+            return TensorV(None, dtype, x.lib, (y.shape[-1],))
+    if x is not None and y is not None and x.shape is not None and y.shape is None:
+        if len(x.shape) >= 2 and len(y.tail) >= 2:
+            k1, k2 = x.shape[-1], y.tail[-2]
+            cx.need(
+                eq(k1, k2),
+                "GPU011",
+                f"matmul shape mismatch: {show_shape(x.shape)} @ {show_shape(y.tail, True)}, "
+                f"left has K={show(k1)}, right has K={show(k2)}",
+            )
+            dtype = x.dtype if x.dtype == y.dtype else None
+            return TensorV(None, dtype, x.lib, (x.shape[-2], y.tail[-1]))
     if x is None or y is None or x.shape is None or y.shape is None:
         return TensorV(None, None, x.lib if x else "torch") if x or y else UNKNOWN
     if x.dtype and y.dtype and x.dtype != y.dtype and x.lib == "torch":
@@ -340,7 +386,7 @@ def einsum(cx: Ctx, args: list, kwargs: dict) -> Any:
 
 def reduction(cx: Ctx, t: TensorV, dim: Any, keepdim: Any, what: str, indices: bool) -> Any:
     if t.shape is None:
-        return UNKNOWN
+        return _tail_reduction(cx, t, dim, keepdim, what, indices)
     dtype = "int64" if what in ("argmax", "argmin") else t.dtype
     if what in ("all", "any"):
         dtype = "bool"
@@ -356,6 +402,30 @@ def reduction(cx: Ctx, t: TensorV, dim: Any, keepdim: Any, what: str, indices: b
     )
     out = TensorV(shape, dtype, t.lib)
     if indices and t.lib == "torch":  # `x.max(dim=1)` is (values, indices)
+        return TupleV((out, out.with_dtype("int64")))
+    return out
+
+
+def _tail_reduction(cx: Ctx, t: TensorV, dim: Any, keepdim: Any, what: str, indices: bool) -> Any:
+    """A reduction over the last axes of a tensor of unknown rank (`x.mean(-1)`)."""
+    dtype = (
+        "int64" if what in ("argmax", "argmin") else "bool" if what in ("all", "any") else t.dtype
+    )
+    if dim is None or isinstance(dim, NoneV):
+        return TensorV((), dtype, t.lib)
+    dims = ints(dim)
+    keep = isinstance(keepdim, BoolV) and keepdim.value is True
+    if dims is None or None in dims or any(d >= 0 for d in dims if d is not None):
+        out = TensorV(None, dtype, t.lib)
+    else:
+        n = max(-d for d in dims if d is not None)
+        last = cx.tail_of(t, n)
+        axes = {n + d for d in dims if d is not None}
+        kept = tuple(
+            const(1) if i in axes else s for i, s in enumerate(last) if keep or i not in axes
+        )
+        out = TensorV(None, dtype, t.lib, kept)
+    if indices and t.lib == "torch" and what in ("max", "min", "median"):
         return TupleV((out, out.with_dtype("int64")))
     return out
 
@@ -382,7 +452,7 @@ def reshape(cx: Ctx, t: TensorV, new: list[Size] | None, what: str = "view") -> 
             f"{show(total)} is not a multiple of {show(known)}",
             (t.shape,),
         )
-        size = arith("//", total, known)
+        size = cx.quotient(total, known)
         return TensorV(
             tuple(size if i in inferred else s for i, s in enumerate(new)), t.dtype, t.lib
         )
@@ -399,6 +469,13 @@ def reshape(cx: Ctx, t: TensorV, new: list[Size] | None, what: str = "view") -> 
 
 def flatten(cx: Ctx, t: TensorV, start: Any, end: Any) -> Any:
     if t.shape is None:
+        s, e = int_lit(start), int_lit(end)
+        if s is not None and s >= 0 and e == -1:  # `flatten(1)`: rank start + 1
+            head = tuple(cx.axis_size(t, k) for k in range(s))
+            return TensorV((*head, None), t.dtype, t.lib)
+        if s is not None and e == -1 and s < 0:  # `flatten(-2)`: the last -s axes merge
+            last = cx.tail_of(t, -s)
+            return TensorV(None, t.dtype, t.lib, (product(last),))
         return TensorV(None, t.dtype, t.lib)
     if not t.shape:
         return TensorV((const(1),), t.dtype, t.lib)
@@ -413,6 +490,14 @@ def flatten(cx: Ctx, t: TensorV, start: Any, end: Any) -> Any:
 
 
 def permute(cx: Ctx, t: TensorV, dims: list[int | None] | None) -> Any:
+    if t.shape is None and dims is not None and None not in dims:
+        if t.max_rank is not None and len(dims) > t.max_rank:
+            cx.fail(
+                "GPU017",
+                f"permute got {len(dims)} dims for a tensor of rank at most {t.max_rank} "
+                f"({show_shape(t.tail, True)})",
+            )
+        t = cx.refine(t, len(dims))  # permute names every axis: its length is the rank
     if t.shape is None or dims is None or None in dims:
         return TensorV(None, t.dtype, t.lib)
     r = len(t.shape)
@@ -426,7 +511,12 @@ def permute(cx: Ctx, t: TensorV, dims: list[int | None] | None) -> Any:
 
 def transpose(cx: Ctx, t: TensorV, a: Any, b: Any) -> Any:
     if t.shape is None:
-        return TensorV(None, t.dtype, t.lib)
+        i, j = int_lit(a), int_lit(b)
+        if i is None or j is None or i >= 0 or j >= 0:
+            return TensorV(None, t.dtype, t.lib)
+        last = list(cx.tail_of(t, max(-i, -j)))  # `transpose(-2, -1)`: the last axes swap
+        last[i], last[j] = last[j], last[i]
+        return TensorV(None, t.dtype, t.lib, tuple(last))
     i, j = axis(cx, a, len(t.shape), "transpose"), axis(cx, b, len(t.shape), "transpose")
     if i is None or j is None:
         return TensorV(None, t.dtype, t.lib)
@@ -457,6 +547,11 @@ def squeeze(cx: Ctx, t: TensorV, dim: Any) -> Any:
 
 def unsqueeze(cx: Ctx, t: TensorV, dim: Any) -> Any:
     if t.shape is None:
+        k = int_lit(dim)
+        if k is not None and k < 0:  # `unsqueeze(-1)`: a size 1 among the last axes
+            last = list(cx.tail_of(t, -k - 1))
+            last.insert(len(last) + k + 1, const(1))
+            return TensorV(None, t.dtype, t.lib, tuple(last))
         return TensorV(None, t.dtype, t.lib)
     k = axis(cx, dim, len(t.shape) + 1, "unsqueeze")
     if k is None:
@@ -505,6 +600,13 @@ def cat(cx: Ctx, tensors: Any, dim: Any, stack: bool, what: str) -> Any:
     items = [tensor(x) for x in tensors.items]
     if any(x is None for x in items):
         return UNKNOWN
+    ranks = {len(x.shape) for x in items if x is not None and x.shape is not None}
+    if len(ranks) == 1:  # every tensor joined has one rank: those of unknown rank too
+        rank = next(iter(ranks)) + (0 if not stack else 0)
+        items = [
+            cx.refine(x, rank) if x is not None and x.shape is None and len(x.tail) <= rank else x
+            for x in items
+        ]
     known = [x for x in items if x is not None and x.shape is not None]
     lib = items[0].lib if items[0] else "torch"
     dtype = items[0].dtype if all(x and x.dtype == items[0].dtype for x in items) else None
@@ -545,33 +647,131 @@ def cat(cx: Ctx, tensors: Any, dim: Any, stack: bool, what: str) -> Any:
 
 
 def split(cx: Ctx, t: TensorV, size: Any, dim: Any, chunks: bool) -> Any:
+    """`split(size, dim)`, `split([a, b], dim)`, `chunk(n, dim)`: a tuple of the pieces."""
+    d_lit = int_lit(dim if dim is not None else IntV(const(0)))
+    if d_lit is None:
+        return UNKNOWN
     if t.shape is None:
-        return UNKNOWN
-    d = axis(cx, dim if dim is not None else IntV(const(0)), len(t.shape), "split")
-    if d is None:
-        return UNKNOWN
-    n = literal(t.shape[d])
+        if d_lit >= 0:
+            return UNKNOWN
+        last = list(cx.tail_of(t, -d_lit))
+        n_sym = last[d_lit]
+
+        def piece(p: Size) -> TensorV:
+            return TensorV(None, t.dtype, t.lib, (*last[:d_lit], p, *last[len(last) + d_lit + 1 :]))
+
+    else:
+        d = axis(cx, IntV(const(d_lit)), len(t.shape), "split")
+        if d is None:
+            return UNKNOWN
+        n_sym = t.shape[d]
+        shape = t.shape
+
+        def piece(p: Size) -> TensorV:
+            return t.with_shape((*shape[:d], p, *shape[d + 1 :]))
+
     if isinstance(size, TupleV):  # explicit sizes must add up to the dim
         parts = [size_of(x) for x in size.items]
         total: Size = const(0)
         for p in parts:
             total = arith("+", total, p)
         cx.need(
-            eq(total, t.shape[d]),
+            eq(total, n_sym),
             "GPU013",
             f"split sizes ({', '.join(show(p) for p in parts)}) add up to {show(total)}, "
-            f"but dim {d} has size {show(t.shape[d])}",
+            f"but dim {d_lit} has size {show(n_sym)}",
         )
-        return TupleV(tuple(t.with_shape((*t.shape[:d], p, *t.shape[d + 1 :])) for p in parts))
+        return TupleV(tuple(piece(p) for p in parts))
+    k_sym = size_of(size)
     k = int_lit(size)
-    if n is None or k is None or k <= 0:
+    n = literal(n_sym)
+    if n is not None and k is not None and k > 0:
+        if chunks:
+            step = -(-n // k)
+            parts_n = [min(step, n - i) for i in range(0, n, step)] if step else []
+        else:
+            parts_n = [min(k, n - i) for i in range(0, n, k)]
+        return TupleV(tuple(piece(const(p)) for p in parts_n))
+    if n_sym is None or k_sym is None:
         return UNKNOWN
-    if chunks:
-        step = -(-n // k)
-        parts_n = [min(step, n - i) for i in range(0, n, step)] if step else []
+    # symbolic: exact when the size is a literal multiple of the piece (`3 * d` by `d`)
+    if chunks and k is not None and k > 0:
+        q = _quotient(n_sym, k)
+        if q is None and cx.holds_always(eq(arith("%", n_sym, const(k)), const(0))):
+            q = arith("//", n_sym, const(k))  # `assert hidden % 2 == 0`, then `chunk(2)`
+        if q is not None:
+            return TupleV(tuple(piece(q) for _ in range(k)))
+        # chunks of ceil(n / k): k of them unless n is small (`chunk(3)` of 2 makes 2)
+        step = arith("//", arith("+", n_sym, const(k - 1)), const(k))
+        if k > 1 and cx.holds_always(
+            le(arith("*", const(k - 1), step), arith("-", n_sym, const(1)))
+        ):
+            last = arith("-", n_sym, arith("*", const(k - 1), step))
+            return TupleV((*(piece(step) for _ in range(k - 1)), piece(last)))
+        return UNKNOWN
+    count = _multiple(n_sym, k_sym)
+    return UNKNOWN if count is None else TupleV(tuple(piece(k_sym) for _ in range(count)))
+
+
+def _multiple(n: Sym, k: Sym, most: int = 16) -> int | None:
+    """The literal c with n == c * k for every size, if there is one."""
+    for c in range(1, most + 1):
+        if z3.is_true(z3.simplify(n.term - c * k.term == 0)):
+            return c
+    return None
+
+
+def _quotient(n: Sym, c: int) -> Size:
+    """n // c when n is a literal multiple of c for every size (`3 * d` in 3 chunks: `d`)."""
+    q = arith("//", n, const(c))
+    if q is not None and z3.is_true(z3.simplify(q.term * c - n.term == 0)):
+        return q
+    return None
+
+
+def narrow(cx: Ctx, t: TensorV, dim: Any, start: Any, length: Any) -> Any:
+    """`t.narrow(dim, start, length)`: `length` items from `start`, which must fit."""
+    if t.shape is None:
+        return TensorV(None, t.dtype, t.lib)
+    d = axis(cx, dim, len(t.shape), "narrow")
+    a, n = size_of(start), size_of(length)
+    if d is None:
+        return TensorV(None, t.dtype, t.lib)
+    size = t.shape[d]
+    if a is not None and a.value is not None and a.value < 0:
+        a = arith("+", size, a)  # a negative start counts from the end
+    cx.need(
+        le(arith("+", a, n), size),
+        "GPU018",
+        f"`narrow({d}, {show(a)}, {show(n)})` reaches past dim {d} of size {show(size)}",
+        (t.shape,),
+    )
+    shape = list(t.shape)
+    shape[d] = n
+    return TensorV(tuple(shape), t.dtype, t.lib)
+
+
+def unbind(cx: Ctx, t: TensorV, dim: Any) -> Any:
+    """`t.unbind(dim)`: a tuple of one tensor per index along `dim`."""
+    d_lit = int_lit(dim if dim is not None else IntV(const(0)))
+    if d_lit is None:
+        return UNKNOWN
+    if t.shape is None:
+        if d_lit >= 0:
+            return UNKNOWN
+        last = list(cx.tail_of(t, -d_lit))
+        count = literal(last[d_lit])
+        rest = (*last[:d_lit], *last[len(last) + d_lit + 1 :])
+        item = TensorV(None, t.dtype, t.lib, rest)
     else:
-        parts_n = [min(k, n - i) for i in range(0, n, k)]
-    return TupleV(tuple(t.with_shape((*t.shape[:d], const(p), *t.shape[d + 1 :])) for p in parts_n))
+        d = axis(cx, IntV(const(d_lit)), len(t.shape), "unbind")
+        if d is None:
+            return UNKNOWN
+        count = literal(t.shape[d])
+        item = t.with_shape((*t.shape[:d], *t.shape[d + 1 :]))
+    if count is None or count > 64:
+        return UNKNOWN
+    return TupleV((item,) * count)
 
 
 # ---------------------------------------------------------------- indexing
@@ -627,7 +827,7 @@ def subscript(cx: Ctx, t: TensorV, index: Any) -> Any:
                     f"index {show(i.sym)} is out of bounds for dim {ax} with size {show(size)}",
                 )
         elif isinstance(i, SliceV):
-            out.append(_slice_len(i, size))
+            out.append(_slice_len(i, size, cx))
         else:
             return TensorV(None, t.dtype, t.lib)
         ax += 1
@@ -635,9 +835,13 @@ def subscript(cx: Ctx, t: TensorV, index: Any) -> Any:
     return TensorV(tuple(out), t.dtype, t.lib)
 
 
-def _slice_len(s: Any, size: Size) -> Size:
+def _slice_len(s: Any, size: Size, cx: Ctx | None = None) -> Size:
     if UNREADABLE in (s.start, s.stop, s.step):
         return None
+    if cx is not None and size is not None and (s.step is None or literal(s.step) == 1):
+        clamped = _clamped_len(cx, s.start, s.stop, size)
+        if clamped is not None:
+            return clamped
     if s.step is not None and literal(s.step) != 1:
         return None
     start, stop = s.start, s.stop
@@ -658,6 +862,36 @@ def _slice_len(s: Any, size: Size) -> Size:
     if stop is None and lo is not None and lo >= 0:
         return arith("-", size, const(lo)) if lo else size
     return None
+
+
+def _clamped_len(cx: Ctx, start: Size, stop: Size, size: Sym) -> Size:
+    """`x[a:b]` with sizes that are symbolic but not negative: Python clamps to the size."""
+    if literal(size) is not None and literal(start) is not None and literal(stop) is not None:
+        return None  # the literal rule above handles it
+    if (start is not None and start.value is None and not cx.nonnegative(start)) or (
+        stop is not None and stop.value is None and not cx.nonnegative(stop)
+    ):
+        return None
+    if (start is not None and start.value is not None and start.value < 0) or (
+        stop is not None and stop.value is not None and stop.value < 0
+    ):
+        return None
+    hi = size if stop is None else _min(stop, size)
+    if start is None or start.value == 0:
+        return hi
+    lo = _min(start, size)
+    diff = z3.simplify(hi.term - lo.term)
+    return Sym(z3.If(diff >= 0, diff, 0), f"{hi.text} - {lo.text}", prec=1)
+
+
+def _min(a: Sym, b: Sym) -> Sym:
+    if a.value is not None and b.value is not None:
+        return const(min(a.value, b.value))
+    if z3.is_true(z3.simplify(a.term <= b.term)):
+        return a
+    if z3.is_true(z3.simplify(b.term <= a.term)):
+        return b
+    return Sym(z3.If(a.term <= b.term, a.term, b.term), f"min({a.text}, {b.text})")
 
 
 class EllipsisV:
@@ -737,6 +971,10 @@ def arange(args: list, kwargs: dict, lib: str) -> Any:
         return TensorV((nums[0],), dtype, lib)
     if len(nums) == 2:
         return TensorV((arith("-", nums[1], nums[0]),), dtype, lib)
+    step = literal(nums[2])
+    if step is not None and step > 0:  # ceil((end - start) / step)
+        span = arith("-", nums[1], nums[0])
+        return TensorV((arith("//", arith("+", span, const(step - 1)), const(step)),), dtype, lib)
     return TensorV((None,), dtype, lib)
 
 

@@ -39,11 +39,21 @@ UNKNOWN = Unknown()
 
 @dataclass(frozen=True)
 class TensorV:
-    """A tensor: shape None when even the rank is unknown; dtype None when unknown."""
+    """A tensor: shape None when even the rank is unknown; dtype None when unknown.
+
+    When the rank is unknown, `tail` holds the sizes of the last axes that are known
+    (`Linear(d, 10)` applied to anything gives `[..., 10]`), and `origin` names the
+    shape: every value of one origin (a parameter, its casts, what an element-wise op
+    makes of it) has the same shape, so a size read from one (`x.shape[-1]`) or a rank
+    fixed by one (`B, T, C = x.shape`) holds for all of them.
+    """
 
     shape: Shape | None
     dtype: str | None = None
     lib: str = "torch"  # "torch" | "numpy" | "mimir"
+    tail: Shape = ()
+    origin: int | None = None
+    max_rank: int | None = None  # when the rank is unknown: at most this (a conv's output)
 
     @property
     def rank(self) -> int | None:
@@ -53,24 +63,41 @@ class TensorV:
         return TensorV(None if shape is None else tuple(shape), self.dtype, self.lib)
 
     def with_dtype(self, dtype: str | None) -> TensorV:
-        return TensorV(self.shape, dtype, self.lib)
+        return TensorV(self.shape, dtype, self.lib, self.tail, self.origin, self.max_rank)
+
+    def with_tail(self, tail: Shape) -> TensorV:
+        """A tensor of unknown rank whose last axes are `tail`."""
+        return TensorV(None, self.dtype, self.lib, tuple(tail))
+
+    @property
+    def last(self) -> Shape:
+        """The trailing sizes known: the whole shape, or the tail when the rank is unknown."""
+        return self.shape if self.shape is not None else self.tail
 
 
 @dataclass(frozen=True)
 class IntV:
-    """A Python int whose value is a size expression (None: an int we cannot know)."""
+    """A Python int whose value is a size expression (None: an int we cannot know).
+
+    `loose`: a value of a parameter nobody annotated, read as an int because it is used
+    as a size, though the caller may pass None or a float (`dropout`, `ratio`): it is never
+    compared, truncated or tested, only used as a size (and what is made from it is loose).
+    """
 
     sym: Size
+    loose: bool = False
 
 
 @dataclass(frozen=True)
 class FloatV:
-    pass
+    value: float | None = None  # known when computed from literals (`int(2 * d / 3)`)
 
 
 @dataclass(frozen=True)
 class BoolV:
     value: bool | None = None
+    term: Any = field(default=None, compare=False)  # a Z3 condition over sizes, when symbolic
+    loose: bool = field(default=False, compare=False)  # `term` reads a loose int (see IntV)
 
 
 @dataclass(frozen=True)
@@ -109,14 +136,66 @@ class LayerV:
     text: str  # the constructor call as written, for messages
     items: list[Any] = field(default_factory=list)  # Sequential / ModuleList members
     span: Any = None  # where the layer is built (a secondary label on its errors)
+    named: dict[str, Any] = field(default_factory=dict)  # ModuleDict members
+    exact: bool = True  # False: a ModuleList filled in a loop; `items` holds what any item is
+    open: bool = False  # built with `**kwargs` nobody can read: unstated arguments are unknown
+    dtype: str | None = None  # after `.double()`, `.half()`, `.to(dtype)`
 
 
 @dataclass
 class ObjectV:
-    """An instance of a class defined in the checked file (an `nn.Module` subclass)."""
+    """An instance of a class defined in the checked file (an `nn.Module` subclass).
+
+    `layer`: the `torch.nn` layer a class derived from one is (`class Linear(nn.Linear)`),
+    whose weights and `forward` the instance has unless it overrides them."""
 
     cls: ast.ClassDef
     attrs: dict[str, Any] = field(default_factory=dict)
+    layer: Any = None
+
+
+@dataclass(frozen=True)
+class SuperV:
+    """`super()` inside a method of `cls`, bound to `obj`."""
+
+    cls: ast.ClassDef
+    obj: Any
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+@dataclass
+class DictV:
+    """A dict with string keys, every value known to the interpreter or not."""
+
+    items: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LambdaV:
+    """A `lambda`, with the scope it was made in."""
+
+    node: ast.Lambda
+    scope: Any  # the environment dict (captured by reference, as Python does)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+@dataclass(frozen=True)
+class PartialV:
+    """`functools.partial(f, *args, **kwargs)`."""
+
+    func: Any
+    args: tuple[Any, ...]
+    kwargs: tuple[tuple[str, Any], ...]
 
 
 @dataclass(frozen=True)
@@ -148,6 +227,42 @@ class MethodV:
 
     receiver: Any
     name: str
+
+
+@dataclass(frozen=True)
+class OptionalV:
+    """A parameter that may be None (`mask=None`, `Optional[Tensor]`).
+
+    `if mask is not None:` narrows it to `value` in the branch that runs with it and to
+    None in the other; any other use sees `value`."""
+
+    value: Any
+
+
+@dataclass
+class ConfigV:
+    """A configuration object nobody stated (`config` given to `__init__`): every
+    attribute read is a free size of its own (`config.n_embd`), the same at each read."""
+
+    name: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ShapeOfV:
+    """`x.shape` of a tensor whose rank is unknown: unpacking it fixes the rank."""
+
+    tensor: TensorV
+    label: str = "x"  # how the tensor is written, to name the sizes read from it
+
+
+@dataclass(frozen=True)
+class SpreadV:
+    """`(*x.shape, h)` of a tensor of unknown rank: unpacking it fixes the rank."""
+
+    before: tuple[Any, ...]
+    shape: ShapeOfV
+    after: tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -227,28 +342,44 @@ def show(s: Size) -> str:
     return "?" if s is None else s.text
 
 
-def show_shape(shape: Shape | None) -> str:
+def show_shape(shape: Shape | None, tail: bool = False) -> str:
+    """`[B, 768]`; with `tail`, the last sizes of a tensor of unknown rank: `[..., 768]`."""
     if shape is None:
         return "[?]"
+    if tail:
+        return "[" + ", ".join(["...", *(show(s) for s in shape)]) + "]"
     return "[" + ", ".join(show(s) for s in shape) + "]"
+
+
+def show_tensor(t: TensorV) -> str:
+    return show_shape(t.shape) if t.shape is not None else show_shape(t.tail, True)
 
 
 # ---------------------------------------------------------------- joins
 
 
-def join(a: Any, b: Any) -> Any:
+def join(a: Any, b: Any, depth: int = 0) -> Any:
     """What is known of a value that is `a` on one path and `b` on another."""
-    if a is b or a == b and not isinstance(a, (TensorV, IntV, TupleV)):
+    if a is b:
+        return a
+    if isinstance(a, (ObjectV, LayerV)) and type(a) is type(b):
+        return _join_modules(a, b, depth) if depth < 6 else UNKNOWN
+    if a == b and not isinstance(a, (TensorV, IntV, TupleV)):
         return a
     if isinstance(a, TensorV) and isinstance(b, TensorV):
         dtype = a.dtype if a.dtype == b.dtype else None
         lib = a.lib if a.lib == b.lib else "torch"
         if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
-            return TensorV(None, dtype, lib)
+            origin = a.origin if a.origin == b.origin and a.shape is None else None
+            return TensorV(None, dtype, lib, _common_tail(a.last, b.last), origin)
         shape = tuple(x if same(x, y) else None for x, y in zip(a.shape, b.shape, strict=True))
         return TensorV(shape, dtype, lib)
     if isinstance(a, IntV) and isinstance(b, IntV):
-        return a if same(a.sym, b.sym) else IntV(None)
+        if same(a.sym, b.sym):
+            return a if a.loose or not b.loose else b
+        return IntV(None)
+    if isinstance(a, FloatV) and isinstance(b, FloatV):
+        return FloatV()
     if isinstance(a, TupleV) and isinstance(b, TupleV) and len(a.items) == len(b.items):
         return TupleV(tuple(join(x, y) for x, y in zip(a.items, b.items, strict=True)), a.is_list)
     if isinstance(a, BoolV) and isinstance(b, BoolV):
@@ -262,7 +393,9 @@ def agree(a: Any, b: Any) -> bool:
         if a.dtype != b.dtype or (a.shape is None) != (b.shape is None):
             return False
         if a.shape is None or b.shape is None:
-            return True
+            return len(a.tail) == len(b.tail) and all(
+                same(x, y) for x, y in zip(a.tail, b.tail, strict=True)
+            )
         return len(a.shape) == len(b.shape) and all(
             (x is None and y is None) or same(x, y) for x, y in zip(a.shape, b.shape, strict=True)
         )
@@ -273,3 +406,44 @@ def agree(a: Any, b: Any) -> bool:
             agree(x, y) for x, y in zip(a.items, b.items, strict=True)
         )
     return a is b or a == b
+
+
+def _join_modules(a: Any, b: Any, depth: int) -> Any:
+    """Two modules of one class (built in two rounds of a loop): what both agree on."""
+    if isinstance(a, ObjectV):
+        if a.cls is not b.cls:
+            return UNKNOWN
+        attrs = {k: join(v, b.attrs[k], depth + 1) for k, v in a.attrs.items() if k in b.attrs}
+        layer = join(a.layer, b.layer, depth + 1) if a.layer is not None else b.layer
+        return ObjectV(a.cls, attrs, layer if b.layer is not None else None)
+    if (
+        a.kind != b.kind
+        or len(a.args) != len(b.args)
+        or a.kwargs.keys() != b.kwargs.keys()
+        or len(a.items) != len(b.items)
+        or a.named.keys() != b.named.keys()
+        or a.exact != b.exact
+    ):
+        return UNKNOWN
+    return LayerV(
+        a.kind,
+        [join(x, y, depth + 1) for x, y in zip(a.args, b.args, strict=True)],
+        {k: join(v, b.kwargs[k], depth + 1) for k, v in a.kwargs.items()},
+        a.text,
+        [join(x, y, depth + 1) for x, y in zip(a.items, b.items, strict=True)],
+        a.span,
+        {k: join(v, b.named[k], depth + 1) for k, v in a.named.items()},
+        a.exact,
+        a.open or b.open,
+        a.dtype if a.dtype == b.dtype else None,
+    )
+
+
+def _common_tail(a: Shape, b: Shape) -> Shape:
+    """The trailing sizes two shapes agree on (a join of tensors of different ranks)."""
+    out: list[Size] = []
+    for x, y in zip(reversed(a), reversed(b), strict=False):
+        if not same(x, y):
+            break
+        out.append(x)
+    return tuple(reversed(out))

@@ -148,6 +148,12 @@ def _hover_host(
     if m is None or (line, m.start() + 1) not in result.host_shapes:
         return None
     shape = result.host_shapes[(line, m.start() + 1)]
+    if shape.startswith("unknown: "):  # nothing downstream of it is checked: say why
+        text = (
+            f"```python\n{m.group()}: ?\n```\nshape unknown ({shape[9:]}): "
+            "nothing computed from it is checked"
+        )
+        return text, Span(result.path, line, m.start() + 1, line, m.end() + 1)
     text = f"```python\n{m.group()}: {shape}\n```\nshape inferred from host code"
     return text, Span(result.path, line, m.start() + 1, line, m.end() + 1)
 

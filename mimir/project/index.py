@@ -73,11 +73,21 @@ class Project:
         path = path.resolve()
         if path not in self._trees:
             text = self.text(path)
-            try:
-                self._trees[path] = None if text is None else ast.parse(text, filename=str(path))
-            except (SyntaxError, ValueError):
-                self._trees[path] = None
+            shared = None if text is None else _parsed(str(path), text)
+            if shared is not None and self._rewritten(path, shared):
+                shared = ast.parse(text or "", filename=str(path))  # its own, to rewrite
+            self._trees[path] = shared
         return self._trees[path]
+
+    def _rewritten(self, path: Path, tree: ast.Module) -> bool:
+        """Whether reading the module rewrites its tree (`import pkg.dims as d` of a project
+        module makes each `d.N` one name), so it cannot share the parsed tree."""
+        return any(
+            t.path is not None
+            for stmt in tree.body
+            if isinstance(stmt, ast.Import)
+            for t in self.targets(path, stmt)
+        )
 
     def targets(self, path: Path, stmt: ast.Import | ast.ImportFrom) -> list[Target]:
         """The modules one import statement names: for `from m import a, b`, `m` and then
@@ -203,10 +213,25 @@ class _Importer:
             return False
         cycle = self.project.cycle(self.importer, target.path)
         if cycle is not None:
-            names = " -> ".join(f"`{self.project.module_name(p)}`" for p in cycle)
-            self.problem("GPU080", f"import cycle: {names}", stmt)
+            if self.hides_facts(stmt, target.path):
+                names = " -> ".join(f"`{self.project.module_name(p)}`" for p in cycle)
+                self.problem("GPU080", f"import cycle: {names}", stmt)
             return False
         return True
+
+    def hides_facts(self, stmt: ast.stmt, path: Path) -> bool:
+        """Whether a cycle keeps from the importer something Mimir reads: a `Dim`, an int
+        constant, a `@gpu` kernel or a name from mimir. A cycle that imports only what
+        Mimir does not read (a helper function of a PyTorch package) loses nothing."""
+        tree = self.project.tree(path)
+        if tree is None:
+            return True
+        facts = _fact_names(tree)
+        if isinstance(stmt, ast.ImportFrom) and not any(a.name == "*" for a in stmt.names):
+            if any(a.name == path.stem for a in stmt.names):  # `from . import m`: the module
+                return bool(facts)
+            return any(a.name in facts for a in stmt.names)
+        return bool(facts)
 
     def statement(self, stmt: ast.Import | ast.ImportFrom) -> None:
         targets = self.project.targets(self.importer, stmt)
@@ -372,3 +397,49 @@ def _shown(path: Path) -> str:
         return str(path.relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+def _fact_names(tree: ast.Module) -> set[str]:
+    """Top-level names a module binds to what Mimir reads across modules."""
+    out: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and isinstance(
+            stmt.value, (ast.Constant, ast.BinOp, ast.Call)
+        ):
+            value = stmt.value
+            fact = (
+                isinstance(value, ast.Constant)
+                and isinstance(value.value, int)
+                or isinstance(value, ast.BinOp)
+                or isinstance(value, ast.Call)
+                and (dotted_name(value.func) or "").endswith("Dim")
+            )
+            if fact:
+                out |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+        elif isinstance(stmt, ast.FunctionDef) and any(
+            (dotted_name(d.func if isinstance(d, ast.Call) else d) or "").endswith("gpu")
+            for d in stmt.decorator_list
+        ):
+            out.add(stmt.name)
+        elif isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("mimir"):
+            out |= {a.asname or a.name for a in stmt.names}
+    return out
+
+
+_PARSED: dict[tuple[str, str], ast.Module | None] = {}  # (path, text) -> tree, for this process
+
+
+def _parsed(path: str, text: str) -> ast.Module | None:
+    """A module's tree, parsed once per process for each text it has: every module of a
+    package that imports its `__init__` walks the whole package, and parsing is most of
+    that walk. A shared tree is only read (`Project.tree` gives a module whose reading
+    rewrites it a tree of its own)."""
+    key = (path, text)
+    if key not in _PARSED:
+        if len(_PARSED) > 2048:
+            _PARSED.clear()
+        try:
+            _PARSED[key] = ast.parse(text, filename=path)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            _PARSED[key] = None
+    return _PARSED[key]

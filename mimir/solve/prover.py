@@ -199,17 +199,46 @@ class Prover:
         return term
 
     def prove(
-        self, obligation: z3.BoolRef, show: tuple[tuple[str, z3.ArithRef], ...] = ()
+        self,
+        obligation: z3.BoolRef,
+        show: tuple[tuple[str, z3.ArithRef], ...] = (),
+        assumptions: tuple[z3.BoolRef, ...] = (),
+        quick: bool = False,
     ) -> Verdict:
-        """Prove `obligation`; on refutation, also evaluate the `show` terms in the model."""
+        """Prove `obligation`; on refutation, also evaluate the `show` terms in the model.
+
+        `assumptions` hold for this query only, besides the facts (what one path through
+        host code has assumed). `quick`: Z3's core alone under a twentieth of the budget,
+        for a fact the caller can do without."""
         start = time.perf_counter()
         try:
-            return self._prove(obligation, show)
+            return self._prove(obligation, show, assumptions, quick)
         finally:
             self.solve_seconds += time.perf_counter() - start
             self.queries += 1
 
-    def _prove(self, obligation: z3.BoolRef, show: tuple = ()) -> Verdict:
+    def satisfiable(
+        self,
+        term: z3.BoolRef,
+        assumptions: tuple[z3.BoolRef, ...] = (),
+        rlimit: int | None = None,
+    ) -> z3.CheckSatResult:
+        """Whether `term` holds for some sizes the facts and `assumptions` admit
+        (`rlimit`: this query's budget, smaller than a proof's; Z3's core alone)."""
+        start = time.perf_counter()
+        try:
+            variables = _variables(term)
+            for a in assumptions:
+                variables |= _variables(a)
+            facts = self._relevant(variables)
+            return self._check(facts, term, *assumptions, rlimit=rlimit, quick=True)[0]
+        finally:
+            self.solve_seconds += time.perf_counter() - start
+            self.queries += 1
+
+    def _prove(
+        self, obligation: z3.BoolRef, show: tuple = (), assumed: tuple = (), quick: bool = False
+    ) -> Verdict:
         # Z3's own rewriter first (fast, in C++): it expands products and divides by literals,
         # which settles most obligations; `normalise` handles what it leaves.
         if z3.is_true(z3.simplify(self._substitute(obligation), som=True)):
@@ -219,15 +248,26 @@ class Prover:
             return Verdict(PROVEN)
         variables = _variables(obligation)
         involved = self._dims_of(variables)
-        facts = self._relevant(
+        reach = (
             variables | _variables(normal) | involved | {v for _, t in show for v in _variables(t)}
         )
-        result, model, reason = self._check(facts, z3.Not(normal))
+        for a in assumed:
+            reach |= _variables(a)
+        facts = self._relevant(reach)
+        result, model, reason = self._check(
+            facts,
+            z3.Not(normal),
+            *assumed,
+            rlimit=self.rlimit // 20 if quick else None,
+            quick=quick,
+        )
         if result == z3.unsat:
             return Verdict(PROVEN)
+        if quick and result != z3.sat:
+            return Verdict(UNKNOWN, reason=reason)
         searched = None
         if result == z3.unknown:
-            searched = self._search(facts, normal, involved)
+            searched = self._search(facts, normal, involved, assumed)
             if searched is None:
                 return Verdict(UNKNOWN, reason=reason)
         # The least counterexample: the small-size search (smallest sizes first, dims in
@@ -235,8 +275,8 @@ class Prover:
         # its whole budget on nonlinear terms; otherwise Optimize; the solver's model last.
         model = (
             searched
-            or self._search(facts, normal, involved)
-            or self._smallest(facts, normal, involved, show)
+            or self._search(facts, normal, involved, assumed)
+            or self._smallest(facts, normal, involved, show, assumed)
             or model
         )
         shown = tuple(
@@ -250,7 +290,7 @@ class Prover:
             )
             + shown
         )
-        labels, always = self._conflict(facts, obligation, normal, variables)
+        labels, always = self._conflict(facts, obligation, normal, variables, assumed)
         return Verdict(REFUTED, counterexample, labels, always)
 
     def _relevant(self, variables: set[str]) -> list[str]:
@@ -272,16 +312,22 @@ class Prover:
         return [k for k in self._facts if k in chosen]
 
     def _check(
-        self, facts: list[str], *extra: z3.BoolRef, rlimit: int | None = None
+        self,
+        facts: list[str],
+        *extra: z3.BoolRef,
+        rlimit: int | None = None,
+        quick: bool = False,
     ) -> tuple[z3.CheckSatResult, z3.ModelRef | None, str]:
         """`facts ∧ extra` on fresh solvers under the query budget (`rlimit=0`: none).
 
         Z3's SMT core first (it decides linear queries, and many nonlinear ones, with no
         set-up cost), then Z3's `qfnia` tactic (preprocessing, bounded bit-blasting of
-        nonlinear terms, nlsat; about 2 ms to set up) when the core gives up.
+        nonlinear terms, nlsat; about 2 ms to set up) when the core gives up (`quick`: the
+        core alone).
         """
         result, reason = z3.unknown, ""
-        for make in (z3.SimpleSolver, lambda: z3.Tactic("qfnia").solver()):
+        makers = [z3.SimpleSolver] if quick else [z3.SimpleSolver, _nonlinear_solver]
+        for make in makers:
             s = make()
             s.set("timeout", self.timeout_ms)
             s.set("rlimit", self.rlimit if rlimit is None else rlimit)
@@ -299,7 +345,7 @@ class Prover:
         return result, None, reason
 
     def _search(
-        self, facts: list[str], normal: z3.BoolRef, involved: set[str]
+        self, facts: list[str], normal: z3.BoolRef, involved: set[str], assumed: tuple = ()
     ) -> z3.ModelRef | None:
         """The first admissible sizes (smallest first, dims in order) that refute `normal`.
 
@@ -325,7 +371,7 @@ class Prover:
             if z3.is_false(z3.simplify(z3.substitute(normal, *pairs))):
                 fixed = [self._dims[n] == v for n, v in zip(names, sizes, strict=True)]
                 # Every dim fixed: propagation decides it, no budget needed.
-                result, model, _ = self._check(facts, z3.Not(normal), *fixed, rlimit=0)
+                result, model, _ = self._check(facts, z3.Not(normal), *assumed, *fixed, rlimit=0)
                 if result == z3.sat:
                     return model
         return None
@@ -343,7 +389,12 @@ class Prover:
         return out
 
     def _smallest(
-        self, facts: list[str], normal: z3.BoolRef, involved: set[str], show: tuple
+        self,
+        facts: list[str],
+        normal: z3.BoolRef,
+        involved: set[str],
+        show: tuple,
+        assumed: tuple = (),
     ) -> z3.ModelRef | None:
         """The least counterexample: dims in declaration order, then the shown terms.
 
@@ -359,7 +410,7 @@ class Prover:
         opt.set("rlimit", self.rlimit)
         for key in facts:
             opt.add(self._facts[key].term)
-        opt.add(z3.Not(normal))
+        opt.add(z3.Not(normal), *assumed)
         for term in objectives:
             opt.minimize(term)
         if opt.check() != z3.sat:
@@ -375,7 +426,12 @@ class Prover:
         return found
 
     def _conflict(
-        self, facts: list[str], obligation: z3.BoolRef, normal: z3.BoolRef, variables: set[str]
+        self,
+        facts: list[str],
+        obligation: z3.BoolRef,
+        normal: z3.BoolRef,
+        variables: set[str],
+        assumed: tuple = (),
     ) -> tuple[tuple[Label, ...], bool]:
         """The annotations in conflict: the unsat core of `facts ∧ obligation`, when it is unsat.
 
@@ -390,7 +446,7 @@ class Prover:
             s.set("core.minimize", True)
             for key in facts:
                 s.assert_and_track(self._facts[key].term, z3.Bool(key))
-            s.add(goal)
+            s.add(goal, *assumed)
             result = s.check()
             if result == z3.sat:
                 break
@@ -402,6 +458,10 @@ class Prover:
 
     def _labels_of(self, variables: set[str]) -> tuple[Label, ...]:
         return _unique([self._var_label[v] for v in sorted(variables) if v in self._var_label])
+
+
+def _nonlinear_solver() -> z3.Solver:
+    return z3.Tactic("qfnia").solver()
 
 
 def _reason(z3_reason: str) -> str:

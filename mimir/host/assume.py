@@ -1,0 +1,133 @@
+"""What one path through host code has assumed about sizes nobody stated.
+
+A function is checked for every input: a tensor parameter nobody annotated gets sizes
+that are free symbols, and the first demand the code makes of them (`B, T, C = x.shape`,
+a `Linear(768, ...)` applied to `x`) is not an error but an assumption, kept for the rest
+of the path. A later demand is an error only when it contradicts what the path assumed
+for every size (it can never succeed). Assumptions are per path: a branch assumes its
+own, and where paths meet only what all of them assumed survives.
+
+`Path` is immutable: a branch copies it by reference and the interpreter keeps the one
+that holds after each statement. An assumed equality `x == t` whose left side is a free
+symbol becomes a substitution instead, so later demands are read with `x` replaced by
+`t` (most then fold to True or False without the solver).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mimir.solve.z3lib import z3
+
+
+@dataclass(frozen=True)
+class Path:
+    assumed: tuple[Any, ...] = ()  # z3 BoolRefs, none of them a substitution
+    subst: tuple[tuple[Any, Any], ...] = ()  # (free variable, the term it equals)
+    touched: frozenset[str] = field(default=frozenset())  # variables these mention
+
+    def assume(self, cond: Any, free: set[str]) -> Path:
+        cond = self.substitute(cond)
+        if z3.is_true(cond):
+            return self
+        pair = substitution(cond, free)
+        names = variables(cond)
+        if pair is not None:
+            var, term = pair
+            key = var.decl().name()
+            pairs = (
+                *((v, _subst(t, var, term) if key in variables(t) else t) for v, t in self.subst),
+                (var, term),
+            )
+            assumed = tuple(
+                _subst(a, var, term) if key in variables(a) else a for a in self.assumed
+            )
+            return Path(assumed, pairs, self.touched | names)
+        return Path((*self.assumed, cond), self.subst, self.touched | names)
+
+    def substitute(self, term: Any) -> Any:
+        if not self.subst:
+            return term
+        names = variables(term)
+        pairs = [(v, t) for v, t in self.subst if v.decl().name() in names]
+        if not pairs:
+            return term
+        return z3.simplify(z3.substitute(term, *pairs))
+
+    def untouched(self, name: str) -> bool:
+        """Nothing this path assumed mentions `name` (besides its lower bound)."""
+        return name not in self.touched
+
+
+def substitution(cond: Any, free: set[str]) -> tuple[Any, Any] | None:
+    """`(x, t)` when `cond` is `x == t` for a free variable `x` that `t` does not mention."""
+    if not z3.is_eq(cond):
+        return None
+    lhs, rhs = cond.children()
+    for var, term in ((lhs, rhs), (rhs, lhs)):
+        if _is_free_var(var, free) and var.get_id() not in {v.get_id() for v in _vars(term)}:
+            return var, term
+    return None
+
+
+def join_paths(paths: list[Path]) -> Path:
+    """What every path assumed (assumptions each path made from the same start)."""
+    if not paths:
+        return Path()
+    if len(paths) == 1 or all(p is paths[0] for p in paths[1:]):
+        return paths[0]
+    first = paths[0]
+    keep = {t.get_id() for t in first.assumed}
+    for p in paths[1:]:
+        keep &= {t.get_id() for t in p.assumed}
+    subst_keys = {(v.get_id(), t.get_id()) for v, t in first.subst}
+    for p in paths[1:]:
+        subst_keys &= {(v.get_id(), t.get_id()) for v, t in p.subst}
+    touched = first.touched
+    for p in paths[1:]:
+        touched = touched | p.touched  # conservative: a variable any path constrained
+    return Path(
+        tuple(t for t in first.assumed if t.get_id() in keep),
+        tuple((v, t) for v, t in first.subst if (v.get_id(), t.get_id()) in subst_keys),
+        touched,
+    )
+
+
+# term id -> (the term, kept alive so that Z3 never gives its id to another, its variables)
+_VARS: dict[int, tuple[Any, frozenset[str]]] = {}
+
+
+def variables(term: Any) -> frozenset[str]:
+    key = term.get_id()
+    found = _VARS.get(key)
+    if found is None:
+        found = (term, frozenset(v.decl().name() for v in _vars(term)))
+        if len(_VARS) > 100_000:
+            _VARS.clear()
+        _VARS[key] = found
+    return found[1]
+
+
+def _subst(term: Any, var: Any, value: Any) -> Any:
+    return z3.simplify(z3.substitute(term, (var, value)))
+
+
+def _vars(term: Any) -> list[Any]:
+    out: dict[int, Any] = {}
+    todo = [term]
+    seen: set[int] = set()
+    while todo:
+        t = todo.pop()
+        if t.get_id() in seen:
+            continue
+        seen.add(t.get_id())
+        if z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out[t.get_id()] = t
+        else:
+            todo.extend(t.children())
+    return list(out.values())
+
+
+def _is_free_var(t: Any, free: set[str]) -> bool:
+    return z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED and t.decl().name() in free
