@@ -143,8 +143,8 @@ UNITS: dict[str, Unit] = {
         ("tests/test_solver_limits.py", "tests/test_fixtures.py", "tests/test_ci_config.py"),
     ),
     "array": Unit(
-        "mimir/array.py",
-        ("mimir/array.py",),
+        "mimir/array",
+        ("mimir/array/*",),
         (
             "tests/test_shim.py",
             "tests/test_fixtures.py",
