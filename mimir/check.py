@@ -18,7 +18,8 @@ from mimir.constraints.checker import KernelChecker
 from mimir.constraints.devices import check_devices
 from mimir.constraints.index_kernels import IndexKernelChecker
 from mimir.diagnostics.diagnostic import Diagnostic, Span
-from mimir.discover import SKIPPED_DIRS, discover  # noqa: F401 - re-exported
+from mimir.gate.discover import SKIPPED_DIRS, discover  # noqa: F401 - re-exported
+from mimir.gate.suppressions import apply_suppressions
 from mimir.host import check_host
 from mimir.parse.depth import MAX_EXPRESSION_DEPTH, deep_call, too_deep
 from mimir.parse.graph import KernelGraph, build_graph
@@ -26,7 +27,6 @@ from mimir.parse.module import ModuleInfo, read_module
 from mimir.parse.spans import SourceFile, read_source
 from mimir.project import Project
 from mimir.solve.prover import DEFAULT_TIMEOUT_MS
-from mimir.suppressions import apply_suppressions
 
 if TYPE_CHECKING:
     from mimir.parse.module import KernelDef

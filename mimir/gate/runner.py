@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from mimir.cache import Cache, cache_dir
-from mimir.config import Config
 from mimir.diagnostics.diagnostic import Diagnostic
+from mimir.gate.cache import Cache, cache_dir
+from mimir.gate.config import Config
 from mimir.parse.spans import read_source, split_lines
 
 PROGRESS_MIN_FILES = 8
@@ -48,7 +48,7 @@ class Checked:
 
 
 def select_files(paths: Iterable[Path], config: Config, force_exclude: bool = False) -> list[Path]:
-    from mimir.discover import discover
+    from mimir.gate.discover import discover
 
     chosen: dict[str, Path] = {}
     for path, explicit in discover(paths):
