@@ -22,12 +22,13 @@ from typer.testing import CliRunner
 
 from mimir import ops
 from mimir.cli import app
-from mimir.codegen import BACKENDS, compile_file, compile_source, launch_order, resolve_backends
+from mimir.codegen import BACKENDS, compile_file, compile_source, resolve_backends
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
 from mimir.codegen.backends import MSL, WGSL, Namer
 from mimir.codegen.ir import INTRINSICS, Call, all_expressions
 from mimir.codegen.manifest import SCHEMA_PATH, validate_manifest
+from mimir.codegen.passes import launch_order
 from mimir.diagnostics.codes import REGISTRY
 from mimir.dims import Dim
 

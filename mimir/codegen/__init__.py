@@ -20,17 +20,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from mimir.codegen import launch_order, side_by_side
 from mimir.codegen.backends import BACKENDS
 from mimir.codegen.backends.base import Backend
-from mimir.codegen.contract import contract
-from mimir.codegen.index_level import build_index_level
 from mimir.codegen.ir import legalise
 from mimir.codegen.kernels import build
+from mimir.codegen.kernels.index_level import build_index_level
 from mimir.codegen.manifest import build_manifest, dumps
+from mimir.codegen.passes import launch_order, side_by_side
+from mimir.codegen.passes.contract import contract
+from mimir.codegen.passes.workgroup_memory import to_workgroup_memory
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, LAUNCH_ORDER, RefusalError
 from mimir.codegen.schedule import Schedule, schedule
-from mimir.codegen.warp import to_workgroup_memory
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.parse.depth import deep_call
 from mimir.parse.spans import read_source

@@ -137,7 +137,7 @@ class WarpReduce(Expr):
     """`op` of `value` over the `lanes` consecutive threads (by `local_x`; `lanes` a power
     of two, at most 32, the groups aligned to it) of this thread's warp, the same result in
     each of them: warp shuffles (PTX), simdgroup functions (MSL), or workgroup memory where
-    the target has neither (`mimir.codegen.warp`).
+    the target has neither (`mimir.codegen.kernels.warp`).
 
     `op` is `add` (integers wrap; floats summed in an unspecified order), `max` or `min`
     (for `f32` nan-propagating, as `maximum`/`minimum`; which zero of +0 and -0 is
@@ -267,7 +267,7 @@ class Await(Stmt):
     """Bind `var` (`f32`, `i32` or `u32`) to the value `Publish`ed at `index`: relaxed
     atomic loads of both words, again until both carry their tag. Only for a value whose
     publisher has already taken its ticket from the launch's counter
-    (`reductions._last_workgroup`), so the wait ends."""
+    (`kernels.handoff.last_workgroup`), so the wait ends."""
 
     var: Var
     array: str
@@ -294,7 +294,7 @@ class If(Stmt):
 class For(Stmt):
     """`for (var = start; var < end; var += step)`, all u32. `unroll` False: the body
     already holds several iterations' work, or the loop runs only a few times
-    (`reductions.strided`), so a backend that would unroll it (ptxas) is asked not to."""
+    (`kernels.loops.strided`), so a backend that would unroll it (ptxas) is asked not to."""
 
     var: Var
     start: Expr

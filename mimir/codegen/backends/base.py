@@ -149,11 +149,11 @@ class Backend:
     # a `Barrier(device=True)`, where it differs from `barrier`
     device_barrier = ""
     # Whether the target prints `WarpReduce` (warp shuffles, simdgroup functions); a
-    # target without them gets `mimir.codegen.warp.to_workgroup_memory` first.
+    # target without them gets `mimir.codegen.passes.workgroup_memory.to_workgroup_memory` first.
     warp_functions = False
     # Whether the target has a device-scope acquire-release fence (`Fence`) and atomics
     # that return the old value: then a split reduction is one launch whose last
-    # workgroup combines the partials (`mimir.codegen.reductions`).
+    # workgroup combines the partials (`mimir.codegen.kernels.whole`).
     device_fence = False
     # Whether, without such a fence (WGSL: relaxed atomics only, `storageBarrier` is
     # workgroup-scope), the target prints a handoff of tagged atomic words (`Publish`,
@@ -161,7 +161,7 @@ class Backend:
     tagged_handoff = False
     # Whether one buffer may be read both 4 wide and one element at a time (a pointer
     # cast: PTX, MSL). Then a row of symbolic length goes 4 wide behind a run-time test
-    # of the length (`reductions.row_elements`); WGSL and SPIR-V declare a buffer as an
+    # of the length (`kernels.loops.row_elements`); WGSL and SPIR-V declare a buffer as an
     # array of vectors or of scalars, so there a row goes 4 wide only when the checker
     # proves its length a multiple of 4.
     vector_views = False

@@ -805,7 +805,7 @@ class Emitter:
 
     def vector_load(self, s: VectorLoad) -> None:
         """`ld.global.nc.v4.f32 {a, b, c, d}, [addr]`: one 128-bit load (the scheduler
-        proved the address a multiple of 16 bytes, `mimir.codegen.vectorize`)."""
+        proved the address a multiple of 16 bytes, `mimir.codegen.kernels.vectorized`)."""
         mem, addr = self.address(s.array, s.index)
         if mem.elem not in TYPE or mem.space != "global":
             raise refuse(f"a vector access to `{s.array}` of `{mem.elem}`")

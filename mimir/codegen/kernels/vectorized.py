@@ -33,9 +33,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Body, Idx, ibin, size_ir, u32
-from mimir.codegen.context import WG, KernelContext
 from mimir.codegen.ir import (
     AtomicAdd,
     Binary,
@@ -56,13 +56,19 @@ from mimir.codegen.ir import (
     statement_expressions,
     walk_statements,
 )
+from mimir.codegen.kernels.context import Built, KernelContext
+from mimir.codegen.schedule.layout import WG
 
 LANES = 4
+
+
 VECTORS = 2  # vectors per thread: 8 elements, as many as Triton's 1024-wide blocks of 4 warps
+
+
 _WIDE = ("f32", "i32", "u32")  # element types four of which make 16 bytes
 
 
-def elementwise(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]] | None:
+def elementwise(c: KernelContext) -> Built | None:
     """The element-wise launch with 4-wide accesses, or None where no access of it can be
     4-wide (then the scalar schedule is built in a fresh context)."""
     shape = c.ev.shape(c.plan.node)
@@ -222,7 +228,6 @@ def vectorise(
 
 
 def _storage(b: Any) -> str:
-    from mimir.codegen import lower as lw
 
     return lw.STORAGE[b.dtype]
 

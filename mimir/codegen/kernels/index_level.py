@@ -31,7 +31,6 @@ from mimir import ops
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Body, group_id, ibin, linearise, size_ir, u32, unravel
-from mimir.codegen.context import WG, reg_dtype
 from mimir.codegen.helpers import const, select
 from mimir.codegen.ir import (
     Assign,
@@ -50,8 +49,10 @@ from mimir.codegen.ir import (
     all_expressions,
     walk_statements,
 )
+from mimir.codegen.kernels.context import reg_dtype
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, CANNOT_SCHEDULE, RefusalError
 from mimir.codegen.schedule import BufferSpec, Plan, Schedule, refuse_oversized
+from mimir.codegen.schedule.layout import WG
 from mimir.dims import Dim
 from mimir.dtypes import BY_NAME as DTYPES
 from mimir.dtypes import DType, bool_, default_dtype, float32, int32

@@ -23,8 +23,8 @@ from typing import Any
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Idx, ibin, size_ir, u32
-from mimir.codegen.context import KernelContext, reg_dtype, width_for
 from mimir.codegen.ir import Assign, Barrier, Binary, Builtin, Expr, Load, SharedArray, Store
+from mimir.codegen.kernels.context import Built, KernelContext, reg_dtype, width_for
 
 
 def scan_axis(c: KernelContext, root: int) -> int | None:
@@ -41,7 +41,7 @@ def scan_axis(c: KernelContext, root: int) -> int | None:
     return sym.value % len(ev.shape(node["inputs"][0]))
 
 
-def scan(c: KernelContext) -> tuple[tuple[int, int, int], tuple[Any, Any, Any]]:
+def build(c: KernelContext) -> Built:
     ev, body = c.ev, c.body
     root = c.plan.root
     assert root is not None

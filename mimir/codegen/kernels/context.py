@@ -5,7 +5,7 @@ launch's results at a position and stores them (with a root's value given, for
 a fused epilogue); `groups` dispatches a 1-D count of workgroups folded into x
 and y (`sizes.dispatch`) and returns the linear group id, with the groups past
 the end returning at once (uniformly, so barriers stay in uniform control
-flow). Workgroup reductions are `mimir.codegen.warp.group_total`.
+flow). Workgroup reductions are `mimir.codegen.kernels.warp.group_total`.
 """
 
 from __future__ import annotations
@@ -16,19 +16,25 @@ from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Body, Idx, group_id, over_dispatched, size_ir
 from mimir.codegen.ir import Binary, Expr, Return, SharedArray, Store
-from mimir.codegen.schedule import Plan, Schedule
+from mimir.codegen.schedule.layout import WG
+from mimir.codegen.schedule.plan import Plan, Schedule
 from mimir.codegen.tensors import Evaluator
 from mimir.dtypes import DType, bfloat16, float16, float32
 
-WG = 256
+# What a builder returns: its workgroup size and its dispatch (workgroups per axis, as sizes)
+Built = tuple[tuple[int, int, int], tuple[Any, Any, Any]]
 
 
 class KernelContext:
-    """What one kernel's builder needs: the body, the evaluator and the schedule."""
+    """What one kernel's builder needs: the body, the evaluator and the schedule.
 
-    def __init__(self, s: Schedule, plan: Plan) -> None:
+    `tensor_cores`: a PTX build of an `@gpu(precision="tf32")` function, whose float32
+    products multiply with `MmaSync` (`matmul`)."""
+
+    def __init__(self, s: Schedule, plan: Plan, tensor_cores: bool = False) -> None:
         self.s = s
         self.plan = plan
+        self.tensor_cores = tensor_cores
         self.body = Body()
         # A parameter's value is always its buffer (`p = g` for an `InOut` p stores g's).
         written = (
@@ -47,10 +53,15 @@ class KernelContext:
         # work not done because the result is proven not to need it: (work, proof)
         self.skipped: list[tuple[str, str]] = []
         # a thread-per-row `row` launch's group id and its rows' share of its whole
-        # reduction (`Plan.total`, `reductions.whole_of_rows`)
+        # reduction (`Plan.total`, `whole.whole_of_rows`)
         self.row_share: tuple[Expr, Any] | None = None
         # the linear count of workgroups `groups` dispatched (None: a builder of its own)
         self.group_count: Any = None
+
+    def restart(self) -> None:
+        """Forget everything built so far: a builder that tried one layout and gave up
+        (`vectorized.elementwise`) starts the next from an empty body."""
+        self.__init__(self.s, self.plan, self.tensor_cores)  # type: ignore[misc]
 
     def multiple(self, size: Any, of: int, guard: str) -> bool:
         """Whether `size` is proven a multiple of `of`; if so, `guard` is recorded as

@@ -1,0 +1,230 @@
+"""Passes that merge adjacent launches: element-wise results of one shape, and whole
+reductions (and the element-wise outputs beside them) that share one pass over the elements."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+
+from mimir.codegen import sizes as sz
+from mimir.codegen.schedule.layout import MERGE_BUFFER_LIMIT, column_layout
+from mimir.codegen.schedule.plan import Plan
+from mimir.codegen.schedule.roots import FUSIBLE, op_kind, root_kind
+
+# the launches that end a split whole reduction, and fold the others of its pass (an
+# argmax's: its chunks' extrema and first positions, `kernels.whole.Firsts`)
+_WHOLE_ENDS = ("reduce", "moments", "argreduce")
+
+
+def merge_elementwise(
+    ev: Any, g: nx.DiGraph, plans: list[Plan], node_buffers: dict[int, str]
+) -> list[Plan]:
+    """One launch for adjacent element-wise results of one shape (`return a + b, a - b`):
+    each thread writes all of them. A later one may read an earlier one through
+    element-wise ops of that shape (an Adam step's parameter from its new moments): the
+    thread computes it once, in registers, for both (a launch never reads what it
+    writes: `KernelContext`), and `write_in_place_is_safe` looks through it."""
+
+    def reads(n: int) -> set[str]:
+        found, stack, seen = set(), list(g.predecessors(n)), set()
+        while stack:
+            m = stack.pop()
+            if m in seen:
+                continue
+            seen.add(m)
+            if m in node_buffers:
+                found.add(node_buffers[m])
+            else:
+                stack.extend(g.predecessors(m))
+        return found
+
+    def keys(n: int) -> list[str]:
+        return [sz.key(s) for s in ev.shape(n)]
+
+    def read_in_place(n: int, later: int) -> bool:
+        """Whether `later` reads `n` (if at all) only at its own element: every node
+        between them element-wise, of their shape."""
+        if n not in nx.ancestors(g, later):
+            return True
+        between = (nx.descendants(g, n) & nx.ancestors(g, later)) | {later}
+        return all(op_kind(ev.kg, m) in FUSIBLE and keys(m) == keys(n) for m in between)
+
+    out: list[Plan] = []
+    for plan in plans:
+        head = out[-1] if out else None
+        if (
+            head is not None
+            and plan.kind == head.kind == "ew"
+            and not head.copy
+            and not plan.copy
+            and keys(plan.node) == keys(head.node)
+            and all(read_in_place(n, plan.node) for n, _ in head.outputs())
+        ):
+            group = [*head.outputs(), (plan.node, plan.writes)]
+            buffers = set().union(*(reads(n) | set(w) for n, w in group))
+            if len(buffers) <= MERGE_BUFFER_LIMIT:
+                head.also.append((plan.node, plan.writes))
+                continue
+        out.append(plan)
+    return out
+
+
+def merge_whole_reductions(
+    ev: Any, g: nx.DiGraph, plans: list[Plan], node_buffers: dict[int, str], in_place: set[str]
+) -> list[Plan]:
+    """One pass over the elements for adjacent whole reductions of inputs of one shape
+    (`x.max(), x.min()`) and the element-wise outputs of that shape beside them
+    (`return y, y.sum()`): each workgroup folds its chunk into a partial per reduction
+    and stores the element-wise outputs at the elements it reads.
+
+    The pass is the first reduction's one-launch `reduce`, or its `partial` (then its
+    `reduce` combines every reduction's partials): it takes the other reductions' plans
+    as `Plan.reductions` and the element-wise outputs as `Plan.elements`. A member reads
+    another's value only at its own element (computed once, in registers), never a
+    reduction's result; an `InOut` write keeps its own launch.
+
+    Reductions over the same leading axes of one input (`x.mean(axis=0), x.max(axis=0)`)
+    share their column pass the same way (`kernels.columns.column_pass`)."""
+
+    def keys(n: int) -> list[str]:
+        return [sz.key(s) for s in ev.shape(n)]
+
+    def whole(plan: Plan) -> list[str] | None:
+        """The input's shape, for a split reduction over every axis of size other than 1."""
+        if plan.kind != "partial" and (plan.kind not in _WHOLE_ENDS or plan.partials is None):
+            return None
+        assert plan.root is not None
+        if root_kind(ev.kg, plan.root) not in _WHOLE_ENDS:
+            return None
+        red = ev.reduction(plan.root)
+        # every other axis of size 1 (`x.sum(axis=1)` of a (1, N) x): element r is at r
+        if any(sz.key(red.shape[k]) != "1" for k in red.kept) or red.axes != sorted(red.axes):
+            return None
+        return keys(ev.resolve(red.x))
+
+    def local(n: int, later: int, shape: list[str]) -> bool:
+        """Whether `later` reads `n` (if at all) only at its own element."""
+        if n == later or n not in nx.ancestors(g, later):
+            return True
+        between = (nx.descendants(g, n) & nx.ancestors(g, later)) | {later}
+        return all(op_kind(ev.kg, m) in FUSIBLE and keys(m) == shape for m in between)
+
+    def joins(first: Plan, shape: list[str], at_element: list[int], after: int | None) -> bool:
+        """Whether a member may join the pass `first` (or the element-wise launch `first`,
+        which the member's pass would take in): what it computes at each element
+        (`at_element`: an output, a reduction's input) reads the pass's values only at
+        that element, and nothing it computes (nor its reduction's epilogue, `after`)
+        reads a reduction's result, known only at the end."""
+        roots = [r for r in [first.root, *(m.root for m in first.reductions)] if r is not None]
+        for n in [*at_element, *([after] if after is not None else [])]:
+            if any(r == n or r in nx.ancestors(g, n) for r in roots):
+                return False
+        values = [o for o, _ in first.computed() if o not in roots]
+        return all(local(o, n, shape) for n in at_element for o in values)
+
+    def var(plan: Plan) -> bool:
+        """A `var` / `std`: it leads its pass (`kernels.moments.moment_chunk` folds the others)."""
+        return plan.root is not None and root_kind(ev.kg, plan.root) == "moments"
+
+    def writes_in_place(group: list[Plan]) -> bool:
+        return any(set(bufs) & in_place for p in group for _, bufs in p.computed())
+
+    def column(plan: Plan) -> tuple[Any, ...] | None:
+        """A column reduction's input shape, axes and launch form
+        (`kernels.columns.column_pass`)."""
+        if plan.kind not in ("partial", "reduce", "moments") or plan.root is None:
+            return None
+        if root_kind(ev.kg, plan.root) not in ("reduce", "moments"):
+            return None
+        red = ev.reduction(plan.root)
+        if column_layout(red) is None:
+            return None
+        form = (plan.kind == "partial", plan.counter is not None, plan.partials is not None)
+        return tuple(sz.key(s) for s in red.shape), tuple(red.axes), form
+
+    def column_pass(group: list[Plan]) -> list[Plan] | None:
+        """The launches of the column pass just before `group` (a column reduction's)
+        that it may join: the same input shape, axes and launches, and a `var` at most
+        among them (it leads: `kernels.moments.column_moments` folds the others)."""
+        lead = out[-len(group) :] if len(out) >= len(group) else []
+        if not lead or [column(p) for p in lead] != [column(p) for p in group]:
+            return None
+        if lead[0].root != lead[-1].root:
+            return None
+        plans = [lead[0], *lead[0].reductions, group[0]]
+        if sum(root_kind(ev.kg, p.root or 0) == "moments" for p in plans) > 1:
+            return None
+        return lead
+
+    out: list[Plan] = []
+    k = 0
+    while k < len(plans):
+        plan = plans[k]
+        # the launches of one reduction: `partial` and `reduce`, or the one-launch `reduce`
+        group = plans[k : k + 2] if plan.kind == "partial" else [plan]
+        one = plan.kind in _WHOLE_ENDS and plan.counter is not None
+        head = out[-1] if out else None
+        # the pass before: the launch that reads the elements (its combining `reduce` is
+        # `head` after a `partial`)
+        first = None
+        final = head is not None and head.kind in _WHOLE_ENDS
+        if head is not None and final and head.counter is not None:
+            first = head
+        elif head is not None and final and head.partials is not None:
+            if len(out) > 1 and out[-2].kind == "partial" and out[-2].root == head.root:
+                first = out[-2]
+        lead = column_pass(group) if column(plan) is not None else None
+        if lead is not None and not writes_in_place([*group, *lead]):
+            assert plan.root is not None
+            x = ev.resolve(ev.reduction(plan.root).x)
+            if joins(lead[0], keys(x), [x], group[-1].node):
+                if root_kind(ev.kg, plan.root) == "moments":  # the var leads the pass
+                    for into, member in zip(lead, group, strict=True):
+                        member.reductions = [into, *into.reductions]
+                        into.reductions = []
+                    out[-len(group) :] = group
+                else:
+                    for into, member in zip(lead, group, strict=True):
+                        into.reductions.append(member)
+                k += len(group)
+                continue
+        shape = whole(plan) if plan.kind == "partial" or one else None
+        if head is not None and shape is not None and not writes_in_place([*group, head]):
+            assert plan.root is not None
+            x, after = [ev.resolve(ev.reduction(plan.root).x)], group[-1].node
+            same = first is not None and (first is head) == one
+            if same and whole(first) == shape and joins(first, shape, x, after):
+                assert first is not None
+                lead = [first] if first is head else [first, head]
+                if not var(plan):
+                    for into, member in zip(lead, group, strict=True):
+                        into.reductions.append(member)
+                    k += len(group)
+                    continue
+                if not any(var(p) for p in [first, *first.reductions]):
+                    # a `var` leads the pass: `kernels.moments.moment_chunk` folds the others
+                    # beside its sums, and stores the element-wise outputs in its first read
+                    for into, member in zip(lead, group, strict=True):
+                        member.reductions, into.reductions = [into, *into.reductions], []
+                    group[0].elements, first.elements = first.elements, []
+                    out[-len(group) :] = group
+                    k += len(group)
+                    continue
+            ew = head.kind == "ew" and not head.copy and head.total is None
+            if ew and keys(head.node) == shape and joins(head, shape, x, after):
+                out.pop()  # its outputs are stored by this pass
+                plan.elements = head.outputs()
+                out.extend(group)
+                k += len(group)
+                continue
+        ew = plan.kind == "ew" and not plan.copy and plan.total is None
+        if ew and first is not None and not writes_in_place([plan, first]):
+            shape = keys(plan.node)
+            if whole(first) == shape and joins(first, shape, [n for n, _ in plan.outputs()], None):
+                first.elements.extend(plan.outputs())
+                k += 1
+                continue
+        out.extend(group)
+        k += len(group)
+    return out
