@@ -54,7 +54,7 @@ from mimir.codegen.kernels import (
     softmax,
 )
 from mimir.codegen.kernels.context import Built, KernelContext
-from mimir.codegen.schedule.plan import Schedule
+from mimir.codegen.schedule.plan import PlanKind, Rooted, Schedule
 from mimir.codegen.schedule.roots import root_kind
 
 Builder = Callable[[KernelContext], Built]
@@ -62,7 +62,7 @@ Builder = Callable[[KernelContext], Built]
 
 def _partial(c: KernelContext) -> Built:
     """The first launch of a split reduction, built by the module of its root's kind."""
-    assert c.plan.root is not None
+    assert isinstance(c.plan, Rooted)
     return _PARTIALS[root_kind(c.ev.kg, c.plan.root) or ""](c)
 
 
@@ -73,19 +73,19 @@ _PARTIALS: dict[str, Builder] = {
 }
 
 # Every kind of launch the scheduler plans, and the function that builds its kernel.
-BUILDERS: dict[str, Builder] = {
-    "ew": elementwise.build,
-    "matmul": matmul.build,
-    "narrow": narrow.build,
-    "attention": attention.build,
-    "scores_softmax": attention.build_scores_softmax,
-    "partial": _partial,
-    "reduce": reduce.build,
-    "moments": moments.build,
-    "argreduce": argreduce.build,
-    "softmax": softmax.build,
-    "scan": scan.build,
-    "row": rows.build,
+BUILDERS: dict[PlanKind, Builder] = {
+    PlanKind.ELEMENTWISE: elementwise.build,
+    PlanKind.MATMUL: matmul.build,
+    PlanKind.NARROW: narrow.build,
+    PlanKind.ATTENTION: attention.build,
+    PlanKind.SCORES_SOFTMAX: attention.build_scores_softmax,
+    PlanKind.PARTIAL: _partial,
+    PlanKind.REDUCE: reduce.build,
+    PlanKind.MOMENTS: moments.build,
+    PlanKind.ARGREDUCE: argreduce.build,
+    PlanKind.SOFTMAX: softmax.build,
+    PlanKind.SCAN: scan.build,
+    PlanKind.ROW: rows.build,
 }
 
 
@@ -118,7 +118,7 @@ def build(s: Schedule, index: int, tensor_cores: bool = False) -> Kernel:
     uses_uniform = any(isinstance(e, Uniform) for e in exprs)
     return Kernel(
         name=f"{s.function}_{index}_{plan.kind}",
-        what=plan.kind,
+        what=plan.kind.value,
         workgroup_size=workgroup_size,
         workgroups=dispatch,
         buffers=buffers,

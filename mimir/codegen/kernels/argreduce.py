@@ -27,6 +27,7 @@ from mimir.codegen.schedule.layout import (
     arg_reduction,
     column_layout,
 )
+from mimir.codegen.schedule.plan import PlanKind, Rooted
 from mimir.codegen.tensors import Reduction
 from mimir.dtypes import uint32
 
@@ -35,7 +36,7 @@ def partial(c: KernelContext) -> Built:
     """The `partial` launch of a split argmax: each workgroup's chunk's extremum and the
     first position holding it (`partial_pass`, `Firsts`), or a column tile's slab's
     (`column_args`)."""
-    assert c.plan.root is not None
+    assert isinstance(c.plan, Rooted)
     red = arg_reduction(c.ev, c.plan.root)
     if column_layout(red) is not None:
         return column_args(c, red)
@@ -48,7 +49,7 @@ def build(c: KernelContext) -> Built:
     small literal count), two passes: the extremum (nan-propagating, so a row with a nan
     has a nan extremum), then the first position that holds it (or holds a nan), as NumPy
     answers."""
-    assert c.plan.root is not None
+    assert isinstance(c.plan, Rooted)
     ev = c.ev
     red = arg_reduction(ev, c.plan.root)
     if column_layout(red) is not None:
@@ -70,7 +71,7 @@ def _argreduce(c: KernelContext, red: Reduction, launch: TwoPass, t: str) -> Non
     body, o = c.body, launch.o
     where = first_extremum(body, red, *launch_passes(c, red, launch), ("$best", "$first"))
     with launch.once():
-        assert c.plan.root is not None
+        assert isinstance(c.plan, Rooted)
         c.write(Idx(c.ev.shape(c.plan.root), flat=o), body.let(where, "index"))
 
 
@@ -78,19 +79,19 @@ def column_args(c: KernelContext, red: Reduction) -> Built:
     """`argmax` / `argmin` over leading axes, in the column layout of `column_pass`: the
     column's extremum over the 4 lanes (every thread gets it), then the first row holding
     it (a min over the lanes of the rows that hold it). With slabs, each stores its
-    extremum (`partials`) and first row (`Plan.positions`); the combine takes the
+    extremum (`partials`) and first row (`Fold.positions`); the combine takes the
     extremum of those, then the first row among the slabs that hold it."""
     body = c.body
     tile = column_tile(c, red)
     name = "max" if red.name == "argmax" else "min"
     t = lw.REG[red.acc]
-    values = c.plan.writes[0] if c.plan.kind == "partial" else c.plan.partials
+    values = c.plan.partials_buffer
     positions = c.plan.positions
     nowhere = lw.const(lw.UINT_MAX, "u32")
 
     def finish(where: Expr) -> None:
         with body.if_(tile.mine):
-            assert c.plan.root is not None
+            assert isinstance(c.plan, Rooted)
             index = body.let(Cast(where, "i32"), "index")
             c.write(Idx(c.ev.shape(c.plan.root), flat=tile.o), index)
 
@@ -140,6 +141,6 @@ def column_args(c: KernelContext, red: Reduction) -> Built:
         at = body.let(tile.at_partial(tile.slab), "at")
         hand_off(c, values, at, lw.to_storage(best, red.acc))
         hand_off(c, positions, at, where)
-    if c.plan.kind != "partial":
+    if c.plan.kind != PlanKind.PARTIAL:
         tile.handoff(combined, lambda at: [(values, at), (positions, at)])
     return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch

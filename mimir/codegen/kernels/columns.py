@@ -32,6 +32,7 @@ from mimir.codegen.kernels.handoff import (
 from mimir.codegen.kernels.loops import strided
 from mimir.codegen.kernels.whole import Member
 from mimir.codegen.schedule.layout import COLUMN_LANES, COLUMNS, SLAB, column_layout, slab_count
+from mimir.codegen.schedule.plan import PlanKind
 from mimir.codegen.tensors import Reduction
 from mimir.dtypes import DType
 
@@ -138,10 +139,13 @@ def column_tile(c: KernelContext, red: Reduction) -> Tile:
     assert layout is not None
     outer, _, inner = layout
     lid = Builtin("local_x")
-    slabbed = c.plan.partials is not None or c.plan.kind == "partial"
+    slabbed = c.plan.partials is not None or c.plan.kind == PlanKind.PARTIAL
     slabs = slab_count(red, c.dims) if slabbed else 1
     tiles = sz.cdiv(inner, COLUMNS)
-    combine_only = c.plan.kind != "partial" and c.plan.partials is not None and not c.plan.counter
+    # a `reduce` launch after a `partial` one: it combines the slabs' partials
+    combine_only = (
+        c.plan.kind != PlanKind.PARTIAL and c.plan.partials is not None and not c.plan.counter
+    )
     per_tile = 1 if combine_only else slabs
     dispatch, g = c.groups(sz.product([outer, tiles, per_tile]))
     if isinstance(per_tile, int) and per_tile == 1:
@@ -184,7 +188,7 @@ def column_reads(c: KernelContext, tile: Tile, reds: list[Reduction]) -> Any:
 
 def column_pass(c: KernelContext, red: Reduction) -> Built:
     """A reduction over leading axes (`column_layout`), and the others of the same layout
-    folded in the same pass (`Plan.reductions`: `x.mean(axis=0), x.max(axis=0)`): a
+    folded in the same pass (`Fold.reductions`: `x.mean(axis=0), x.max(axis=0)`): a
     workgroup per tile of `COLUMNS` columns (and per slab of `SLAB` rows, when there may
     be more), its threads 4 per column. Thread (lane, col) folds rows lane, lane + 4, ...
     of its column, so a warp reads 32 consecutive elements of a row (the strided
@@ -194,11 +198,11 @@ def column_pass(c: KernelContext, red: Reduction) -> Built:
     One slab: lane 0 writes the outputs. Several: lane 0 stores the slab's partials; in
     a `partial` launch that is all, and a `reduce` launch after it, a workgroup per tile,
     combines the slabs' partials the same way (4 lanes, every 4th slab); in one launch
-    (`Plan.counter`, a counter per tile), the last slab of each tile to finish does."""
+    (`Fold.counter`, a counter per tile), the last slab of each tile to finish does."""
     body = c.body
     members = []
     for p in [c.plan, *c.plan.reductions]:
-        partials = p.writes[0] if p.kind == "partial" else p.partials
+        partials = p.partials_buffer
         outputs = None if p is c.plan else p.outputs()
         assert p.root is not None
         members.append(Member(p.root, c.ev.reduction(p.root), partials or "", outputs))
@@ -238,7 +242,7 @@ def column_pass(c: KernelContext, red: Reduction) -> Built:
         at = body.let(tile.at_partial(tile.slab), "at")
         for m, total in zip(members, totals, strict=True):
             hand_off(c, m.partials, at, lw.to_storage(total, m.red.acc))
-    if c.plan.kind != "partial":
+    if c.plan.kind != PlanKind.PARTIAL:
         tile.handoff(combined, lambda at: [(m.partials, at) for m in members])
     return (COLUMNS * COLUMN_LANES, 1, 1), tile.dispatch
 

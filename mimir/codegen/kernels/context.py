@@ -17,7 +17,7 @@ from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Body, Idx, group_id, over_dispatched, size_ir
 from mimir.codegen.ir import Binary, Expr, Return, SharedArray, Store
 from mimir.codegen.schedule.layout import WG
-from mimir.codegen.schedule.plan import Plan, Schedule
+from mimir.codegen.schedule.plan import Elementwise, Plan, Rooted, Schedule
 from mimir.codegen.tensors import Evaluator
 from mimir.dtypes import DType, bfloat16, float16, float32
 
@@ -39,7 +39,7 @@ class KernelContext:
         # A parameter's value is always its buffer (`p = g` for an `InOut` p stores g's).
         written = (
             set()
-            if plan.copy
+            if isinstance(plan, Elementwise) and plan.copy
             else {n for n, _ in plan.computed() if s.kernel.graph.node(n)["kind"] != "param"}
         )
         readable = {n: b for n, b in s.node_buffers.items() if n not in written}
@@ -53,7 +53,7 @@ class KernelContext:
         # work not done because the result is proven not to need it: (work, proof)
         self.skipped: list[tuple[str, str]] = []
         # a thread-per-row `row` launch's group id and its rows' share of its whole
-        # reduction (`Plan.total`, `whole.whole_of_rows`)
+        # reduction (`Row.total`, `whole.whole_of_rows`)
         self.row_share: tuple[Expr, Any] | None = None
         # the linear count of workgroups `groups` dispatched (None: a builder of its own)
         self.group_count: Any = None
@@ -80,7 +80,8 @@ class KernelContext:
     ) -> None:
         """Evaluate the plan's results (or `outputs`) at `idx` (the value of the plan's
         root, or of `root`, given) and store them."""
-        root = self.plan.root if root is None else root
+        if root is None and isinstance(self.plan, Rooted):
+            root = self.plan.root
         if root_value is not None and root is not None:
             self.ev.overrides[root] = (idx.key, root_value)
         flat = idx.flat(self.body)

@@ -5,7 +5,7 @@ and stores, where that is proven sound (`vectorized`); else one element a thread
 by `index < numel` (`scalar`). A launch that computes a product by a small matrix
 (`schedule.roots.small_matmul`) and writes short literal rows gives each thread a whole
 row instead (`by_rows`); an in-place `x = f(x, x.T)` of a square x gives each thread an
-element and its mirror image (`mirrored`, `Plan.mirror`).
+element and its mirror image (`mirrored`, `Elementwise.mirror`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from mimir.codegen.schedule.layout import WG, row_per_thread
 def build(c: KernelContext) -> Built:
     """An element-wise launch: four elements a thread with 128-bit accesses where that is
     proven sound (`vectorized`), else a thread per row (`row_per_thread`), a thread per
-    element and its mirror image (`Plan.mirror`), or a thread per element."""
+    element and its mirror image (`Elementwise.mirror`), or a thread per element."""
     rows = row_per_thread(c.ev, c.s.kernel.graph.graph, c.plan, c.s.node_buffers)
     if not c.plan.mirror and not rows:
         built = vectorized.elementwise(c)
@@ -88,7 +88,7 @@ def by_rows(c: KernelContext) -> Built:
 
 
 def mirrored(c: KernelContext) -> Built:
-    """An in-place `x = f(x, x.T)` of a square x (`Plan.mirror`): thread (i, j) of the
+    """An in-place `x = f(x, x.T)` of a square x (`Elementwise.mirror`): thread (i, j) of the
     D x D elements, for i <= j, computes the new (i, j) and (j, i), both from the old
     values, and then stores them; the others have nothing to do. Every old element is
     read by the one thread that writes it and its mirror image, so no scratch copy."""

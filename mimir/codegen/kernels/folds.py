@@ -15,6 +15,7 @@ from mimir.codegen.kernels.context import KernelContext, reg_dtype, row_width
 from mimir.codegen.kernels.loops import offset, row_elements, strided
 from mimir.codegen.kernels.warp import group_total, op_for
 from mimir.codegen.schedule.layout import SERIAL_REDUCE_MAX, WG
+from mimir.codegen.schedule.plan import Rooted
 from mimir.codegen.tensors import Reduction
 from mimir.dims import BinOp
 from mimir.dtypes import DType, float32, uint32
@@ -116,8 +117,9 @@ def write_total(
     the reduction `root`."""
     body = c.body
     value = row_value(red, body.let(total, "total"))
-    root = c.plan.root if root is None else root
-    assert root is not None
+    if root is None:
+        assert isinstance(c.plan, Rooted)
+        root = c.plan.root
     c.write(Idx(c.ev.shape(root), flat=o), body.let(value, "total"), outputs, root)
 
 

@@ -25,6 +25,7 @@ from mimir.codegen.ir import (
 from mimir.codegen.kernels.context import KernelContext
 from mimir.codegen.kernels.loops import strided
 from mimir.codegen.schedule.layout import SPLIT_WG
+from mimir.codegen.schedule.plan import Fold, Plan, Row
 
 
 def hand_off(c: KernelContext, array: str, index: Expr, value: Expr) -> None:
@@ -99,8 +100,8 @@ def reset_counter(
     body, lid = c.body, Builtin("local_x")
     with body.if_(Binary("==", lid, u32(0), "bool")):
         body.emit(AtomicAdd(c.plan.counter, slot or u32(0), ibin("-", u32(0), groups)))
-    plans = [c.plan, *c.plan.reductions]
-    handed = dict.fromkeys(b for p in plans for b in (p.partials, p.positions) if b)
+    plans = [c.plan, *c.plan.reductions] if isinstance(c.plan, Fold) else [c.plan]
+    handed = dict.fromkeys(b for p in plans for b in _handed_buffers(p) if b)
     tagged = [b for b in handed if b in c.s.tagged]
     if not tagged:
         return
@@ -110,3 +111,12 @@ def reset_counter(
         return
     for b in tagged:
         strided(body, lid, size_ir(c.s.tagged[b]), width, lambda r, b=b: body.emit(Retract(b, r)))
+
+
+def _handed_buffers(plan: Plan) -> list[str | None]:
+    """The buffers a launch's workgroups hand to its last: a whole reduction's partials
+    (and an argmax's positions), a row launch's share of its whole reduction."""
+    if isinstance(plan, Fold):
+        return [plan.partials, plan.positions]
+    assert isinstance(plan, Row)
+    return [plan.partials]

@@ -51,8 +51,9 @@ from mimir.codegen.ir import (
 )
 from mimir.codegen.kernels.context import reg_dtype
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, CANNOT_SCHEDULE, RefusalError
-from mimir.codegen.schedule import BufferSpec, Plan, Schedule, refuse_oversized
+from mimir.codegen.schedule import refuse_oversized
 from mimir.codegen.schedule.layout import WG
+from mimir.codegen.schedule.plan import BufferSpec, Grid, Schedule
 from mimir.dims import Dim
 from mimir.dtypes import BY_NAME as DTYPES
 from mimir.dtypes import DType, bool_, default_dtype, float32, int32
@@ -194,7 +195,7 @@ class _Lowering:
             origins={},
         )
         first = next(iter(sorted(self.kg.graph.nodes)), 0)
-        plan = Plan("grid", first, None, sorted(stored))
+        plan = Grid(first, sorted(stored))
         s = Schedule(self.kg.name, dims, fields, buffers_spec, [plan], {}, self.kernel)
         return s, [ir]
 

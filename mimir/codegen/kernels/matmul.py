@@ -71,7 +71,7 @@ def build(c: KernelContext) -> Built:
     With `c.tensor_cores` (PTX, `@gpu(precision="tf32")`, a float32 result) the staging is
     the same but the products are `MmaSync`s, 16 x 8 x 8 per warp: see `_MmaWarp`.
 
-    With `Plan.paired` (`schedule.attention.pair_products`) the workgroup first computes the
+    With `Matmul.paired` (`schedule.attention.pair_products`) the workgroup first computes the
     paired product's tile (the same left operand by another right one) into a second set
     of accumulators, through the same buffers, and the epilogue reads it from there.
     """

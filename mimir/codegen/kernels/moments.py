@@ -52,6 +52,7 @@ from mimir.codegen.schedule.layout import (
     SPLIT_WG,
     column_layout,
 )
+from mimir.codegen.schedule.plan import PlanKind, Rooted
 from mimir.codegen.tensors import Reduction
 from mimir.dtypes import float32, uint32
 
@@ -59,7 +60,7 @@ from mimir.dtypes import float32, uint32
 def partial(c: KernelContext) -> Built:
     """The `partial` launch of a split `var`: each workgroup's chunk's sum and squared
     deviations (`moment_chunk`), or a column tile's slab's (`column_moments`)."""
-    assert c.plan.root is not None
+    assert isinstance(c.plan, Rooted)
     red = c.ev.reduction(c.plan.root)
     if column_layout(red) is not None:
         return column_moments(c, red)
@@ -73,7 +74,7 @@ def build(c: KernelContext) -> Built:
     (never E[x^2] - E[x]^2, which cancels catastrophically), divided by count - ddof.
     Over a whole tensor, split over workgroups of CHUNK elements (`moment_chunk`,
     `combine_moments`)."""
-    assert c.plan.root is not None
+    assert isinstance(c.plan, Rooted)
     ev = c.ev
     red = ev.reduction(c.plan.root)
     if column_layout(red) is not None:
@@ -102,7 +103,7 @@ def moment_chunk(c: KernelContext, red: Reduction, partials: str) -> tuple[Any, 
     in the last), its sum s and, after a second read of the same elements (from the
     cache), the sum of squared deviations from its own mean s / n; thread 0 stores s at
     `partials[group]` and the squares at `partials[groups + group]`. The other
-    reductions of the pass are folded beside the sum, and `Plan.elements` stored at each
+    reductions of the pass are folded beside the sum, and `Fold.elements` stored at each
     element, in the first read."""
     assert red.acc == float32  # (a float16 input's var accumulates in float32)
     body = c.body
@@ -223,18 +224,18 @@ def column_moments(c: KernelContext, red: Reduction) -> Built:
     folds sum(s) for the mean m of the column, then sum(q + n (s / n - m)^2) over the
     slabs of n rows (Chan's parallel variance, as `combine_moments`).
 
-    Reductions of the same layout (`Plan.reductions`: the mean beside the variance of a
+    Reductions of the same layout (`Fold.reductions`: the mean beside the variance of a
     batch norm) are folded in the first pass, as `column_pass` folds them."""
-    assert c.plan.root is not None
+    assert isinstance(c.plan, Rooted)
     body = c.body
     tile = column_tile(c, red)
     ddof = ddof_of(c.ev, c.plan.root)
     size = size_ir(column_size(red, tile))
     count = size_ir(red.count)
-    partials = c.plan.writes[0] if c.plan.kind == "partial" else c.plan.partials
+    partials = c.plan.partials_buffer
     members = []
     for p in c.plan.reductions:
-        buffer = p.writes[0] if p.kind == "partial" else p.partials
+        buffer = p.partials_buffer
         assert p.root is not None
         members.append(Member(p.root, c.ev.reduction(p.root), buffer or "", p.outputs()))
     names = [f"$columns{k}" for k in range(len(members))]
@@ -306,7 +307,7 @@ def column_moments(c: KernelContext, red: Reduction) -> Built:
         hand_off(c, partials, ibin("+", size, at), lw.to_storage(q, float32))
         for m, total in zip(members, more, strict=True):
             hand_off(c, m.partials, at, lw.to_storage(total, m.red.acc))
-    if c.plan.kind != "partial":
+    if c.plan.kind != PlanKind.PARTIAL:
         tile.handoff(
             combined,
             lambda at: [

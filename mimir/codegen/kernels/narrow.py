@@ -1,8 +1,8 @@
 """The `narrow` launch: `h @ w` with w at most 16 columns wide (`schedule.roots.narrow_matmul`).
 
 8 threads fold each row of h into its few dot products, and its row sums, means, maxes and
-mins (`Plan.folds`), with no tile; lane 0 of a row writes its results, and, for a softmax
-over them (`Plan.softmax`), normalises the row first.
+mins (`Narrow.folds`), with no tile; lane 0 of a row writes its results, and, for a softmax
+over them (`Narrow.softmax`), normalises the row first.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from mimir.codegen.kernels.folds import combiner, identity, row_value
 from mimir.codegen.kernels.online import running_max, stable_shift
 from mimir.codegen.kernels.warp import op_for
 from mimir.codegen.schedule.layout import WG, softmax_input
-from mimir.codegen.schedule.plan import Plan
+from mimir.codegen.schedule.plan import Reduce, Row
 from mimir.codegen.schedule.roots import fused_reads, op_kind
 
 LANES = 8  # threads that fold one row of a `narrow` product's left operand
@@ -54,7 +54,7 @@ def build(c: KernelContext) -> Built:
     lane = body.let(ibin("%", lid, u32(LANES)), "lane")
     below = Binary("<", row, size_ir(rows), "bool")
     sums = [body.var(lw.const(0, acc_t), "acc") for _ in range(width)]
-    # the row reductions it folds (`Plan.folds`): each launch's reductions, in order
+    # the row reductions it folds (`Narrow.folds`): each launch's reductions, in order
     folds = [(r, ev.reduction(r)) for f in c.plan.folds for r in _fold_roots(f)]
     partials = [body.var(identity(red.name, red.acc), "part") for _, red in folds]
     # a thread past the last row adds nothing, but joins its lanes' `WarpReduce`s
@@ -95,17 +95,14 @@ def build(c: KernelContext) -> Built:
     return (WG, 1, 1), dispatch
 
 
-def _fold_roots(fold: Plan) -> list[int]:
+def _fold_roots(fold: Reduce | Row) -> list[int]:
     """The reductions of a plan a `narrow` launch folds: a `row` plan's roots, or a
     `reduce` plan's root."""
-    if fold.roots:
-        return fold.roots
-    assert fold.root is not None
-    return [fold.root]
+    return fold.roots if isinstance(fold, Row) else [fold.root]
 
 
 def _normalise_row(c: KernelContext, idxs: list[Idx], results: list[Expr]) -> None:
-    """The softmax (`Plan.softmax`) of the short row a `narrow` launch's lane 0 holds:
+    """The softmax (`Narrow.softmax`) of the short row a `narrow` launch's lane 0 holds:
     the softmax's input at each of the row's `idxs` (the product's `results` through their
     epilogue), its max, the sum of exp(x - max), then each element's value for the
     softmax's readers (`Evaluator.row_functions`), as a `row` launch computes it."""

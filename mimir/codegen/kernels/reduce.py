@@ -36,13 +36,14 @@ from mimir.codegen.schedule.layout import (
     WG,
     column_layout,
 )
+from mimir.codegen.schedule.plan import Rooted
 
 
 def partial(c: KernelContext) -> Built:
     """The `partial` launch of a split reduction: each workgroup reduces CHUNK consecutive
-    elements into `partials[group]` (with `Plan.reductions`, each reduction into its own;
+    elements into `partials[group]` (with `Fold.reductions`, each reduction into its own;
     `partial_pass`), or, over leading axes, a slab of rows of a column tile (`column_pass`)."""
-    assert c.plan.root is not None
+    assert isinstance(c.plan, Rooted)
     red = c.ev.reduction(c.plan.root)
     if column_layout(red) is not None:
         return column_pass(c, red)
@@ -51,7 +52,7 @@ def partial(c: KernelContext) -> Built:
 
 
 def build(c: KernelContext) -> Built:
-    assert c.plan.root is not None
+    assert isinstance(c.plan, Rooted)
     red = c.ev.reduction(c.plan.root)
     body = c.body
     lid = Builtin("local_x")

@@ -79,7 +79,7 @@ def _row(c: KernelContext) -> Built:
     ev, body = c.ev, c.body
     shape = row_shape(ev, c.plan.roots[0])
     other, length = tuple(shape[:-1]), shape[-1]
-    # outputs over the rows of another length (`Plan.wide`): a symbolic one is written
+    # outputs over the rows of another length (`Row.wide`): a symbolic one is written
     # by the row's workgroup, strided, not by one thread in a loop as long as the row
     wide = [ev.shape(n)[-1] for n in c.plan.wide]
     short = all(isinstance(w, int) for w in wide)

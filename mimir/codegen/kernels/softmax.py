@@ -31,6 +31,7 @@ from mimir.codegen.kernels.loops import (
 from mimir.codegen.kernels.online import block_total, rescaled, running_max, stable_shift
 from mimir.codegen.kernels.warp import slots
 from mimir.codegen.schedule.layout import softmax_input
+from mimir.codegen.schedule.plan import Rooted
 from mimir.dtypes import float16, float32
 
 # Row elements one thread keeps in registers when softmax reads its row once.
@@ -177,7 +178,7 @@ def _bounded_rows(
 
 def _write(c: KernelContext, idx: Idx, shifted: Expr, e: Expr, total: Expr, log: Any) -> None:
     value = lw.bin_("-", shifted, log) if log is not None else lw.bin_("/", e, total)
-    assert c.plan.root is not None
+    assert isinstance(c.plan, Rooted)
     if c.ev.dtype(c.plan.root) == float16:
         value = lw.round_f16(value)
     c.write(idx, c.body.let(value, "y"))

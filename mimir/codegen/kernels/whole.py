@@ -45,7 +45,7 @@ from mimir.codegen.tensors import Reduction
 @dataclass
 class Member:
     """A whole reduction of a pass over the elements (`partial_pass`): the plan's own or one
-    of `Plan.reductions`. `outputs` None: the plan's outputs. An argmax / argmin's
+    of `Fold.reductions`. `outputs` None: the plan's outputs. An argmax / argmin's
     `positions` hold its parts' first positions (`partials`, their extrema)."""
 
     root: int
@@ -62,10 +62,10 @@ class Member:
 
 def members_of(c: KernelContext) -> list[Member]:
     """The whole reductions the launch folds or combines: the plan's, then
-    `Plan.reductions`, each with its partials' buffer (a `partial` plan's output)."""
+    `Fold.reductions`, each with its partials' buffer (a `partial` plan's output)."""
     members = []
     for p in [c.plan, *c.plan.reductions]:
-        partials = p.writes[0] if p.kind == "partial" else p.partials
+        partials = p.partials_buffer
         assert p.root is not None and partials is not None
         outputs = None if p is c.plan else p.outputs()
         arg = root_kind(c.ev.kg, p.root) == "argreduce"
@@ -179,7 +179,7 @@ def chunk_bounds(c: KernelContext, red: Reduction) -> tuple[Any, Expr, Expr, Exp
 
 def partial_pass(c: KernelContext, members: list[Member]) -> tuple[Any, Expr]:
     """The `partial` launch's work: this workgroup's chunk folded into each member's
-    `partials[group]` (stored by thread 0), and `Plan.elements` stored at each element
+    `partials[group]` (stored by thread 0), and `Fold.elements` stored at each element
     the chunk holds. The dispatch and the group id."""
     body = c.body
     red = members[0].red  # every member reduces a tensor of the same shape
@@ -293,7 +293,7 @@ def last_block(c: KernelContext, red: Reduction) -> Built:
 
 def whole_of_rows(c: KernelContext, width: int) -> None:
     """The end of a `row` launch with a whole reduction of a value it computes per row
-    (`Plan.total`: the mean of a cross-entropy's per-row losses).
+    (`Row.total`: the mean of a cross-entropy's per-row losses).
 
     Each workgroup has stored its rows' share in `partials[group]`: the one row's value
     (stored by thread 0), or, with a thread per row, the workgroup's total of its rows'

@@ -29,7 +29,7 @@ norm, and its mean and 1/std as outputs) are one `row` launch (`schedule.rows`);
 and a reduction to a single element of a large or symbolic count runs as two
 launches (`partial` over many workgroups into a scratch buffer, then `reduce`), or as
 one where the target can hand off between workgroups; a whole reduction of a value a
-`row` launch computes per row ends that launch there (`Plan.total`).
+`row` launch computes per row ends that launch there (`Row.total`).
 """
 
 from __future__ import annotations
@@ -56,7 +56,17 @@ from mimir.codegen.schedule.layout import (
 from mimir.codegen.schedule.limits import kernel_dims, refuse_bfloat16, refuse_oversized
 from mimir.codegen.schedule.merge import merge_elementwise, merge_whole_reductions
 from mimir.codegen.schedule.narrow import narrow_row_reductions, narrow_softmax
-from mimir.codegen.schedule.plan import BufferSpec, Plan, Schedule
+from mimir.codegen.schedule.plan import (
+    FOLDS,
+    ROOTED,
+    BufferSpec,
+    Elementwise,
+    Fold,
+    Partial,
+    Plan,
+    Row,
+    Schedule,
+)
 from mimir.codegen.schedule.roots import FUSIBLE, op_kind, root_kind
 from mimir.codegen.schedule.rows import groups_with_totals
 from mimir.codegen.tensors import Evaluator
@@ -216,12 +226,12 @@ def schedule(
         if handed:
             counter = scratch_buffer(uint32, counters, zero=True)
             plans.append(
-                Plan(kind, p, r, writes[p], partials=partials, counter=counter,
-                     positions=positions)
+                FOLDS[kind](p, writes[p], r, partials=partials, counter=counter,
+                            positions=positions)
             )  # fmt: skip
             return
-        plans.append(Plan("partial", r, r, [partials], positions=positions))
-        plans.append(Plan(kind, p, r, writes[p], partials=partials, positions=positions))
+        plans.append(Partial(r, [partials], r, positions=positions))
+        plans.append(FOLDS[kind](p, writes[p], r, partials=partials, positions=positions))
 
     for group in rows.values():
         for r in group.roots:
@@ -251,8 +261,8 @@ def schedule(
             first, *more = stored or group.outputs
             values = [epilogue[r] for r in group.roots]
             also = [(o, writes[o]) for o in more]
-            plan = Plan("row", first, None, writes[first], also=also, roots=group.roots,
-                        row_values=values, wide=sorted(group.wide))  # fmt: skip
+            plan = Row(first, writes[first], also=also, roots=group.roots, row_values=values,
+                       wide=sorted(group.wide))  # fmt: skip
             plans.append(plan)
             for x in set(group.outputs) & set(fused):
                 total = fused[x]
@@ -283,7 +293,7 @@ def schedule(
             chunks = [sz.cdiv(ev.reduction(r).count, CHUNK)]
             split_plans(kind, p, r, chunks, 1 if one_launch and nonempty else None)
             continue
-        plans.append(Plan(kind, p, r, writes[p]))
+        plans.append(Elementwise(p, writes[p]) if r is None else ROOTED[kind](p, writes[p], r))
     refuse_bfloat16(ev, writes)
     narrow_softmax(ev, g, plans, writes, buffers)
     narrow_row_reductions(ev, g, plans, node_buffers, writes, buffers)
@@ -296,8 +306,9 @@ def schedule(
     fuse_scores_softmax(ev, g, plans, node_buffers, buffers, declared)
     pair_products(ev, g, plans, node_buffers, buffers)
     # a reduction folded by another's one-launch pass hands off with that one's counter
-    spare = {m.counter for p in plans for m in p.reductions if m.counter is not None}
-    for p in plans:
+    passes = [p for p in plans if isinstance(p, Fold)]
+    spare = {m.counter for p in passes for m in p.reductions if m.counter is not None}
+    for p in passes:
         for m in p.reductions:
             m.counter = None
     buffers = [b for b in buffers if b.name not in spare]
@@ -309,6 +320,7 @@ def schedule(
             if write_in_place_is_safe(ev, g, plans, node_buffers, params[name], name, True):
                 # `x + x.T`: a thread owns both elements it reads, (i, j) and (j, i)
                 (writer,) = [p for p in plans for _, bufs in p.outputs() if name in bufs]
+                assert isinstance(writer, Elementwise)
                 writer.mirror = True
                 continue
             # Some launch reads the old value where the write would already have changed
@@ -323,7 +335,7 @@ def schedule(
                             buffers.append(BufferSpec(extra, "scratch", ev.dtype(n), ev.shape(n)))
                             bufs.append(extra)
                         node_buffers[n] = bufs[0]
-            plans.append(Plan("ew", n, None, [name], copy=True))
+            plans.append(Elementwise(n, [name], copy=True))
 
     dims = kernel_dims(kernel)
     for name, _ in scalar_params:

@@ -9,7 +9,15 @@ import networkx as nx
 
 from mimir.codegen import sizes as sz
 from mimir.codegen.schedule.layout import softmax_input
-from mimir.codegen.schedule.plan import BufferSpec, Plan
+from mimir.codegen.schedule.plan import (
+    Attention,
+    BufferSpec,
+    Matmul,
+    Narrow,
+    Plan,
+    ScoresSoftmax,
+    Softmax,
+)
 from mimir.codegen.schedule.roots import FUSIBLE, op_kind, read_by
 from mimir.dims import Dim
 from mimir.dtypes import float32
@@ -52,15 +60,13 @@ def fuse_attention(
     each computing the scores again, or more registers than a thread has."""
     scratch = {b.name for b in buffers if b.role == "scratch"}
     by_node = {p.node: p for p in plans}
-    products = ("matmul", "narrow")  # (v, or b, a parameter of at most 16 columns)
+    products = (Matmul, Narrow)  # (v, or b, a parameter of at most 16 columns)
     for second in list(plans):
-        if second.kind not in products or second.root is None or second.also or second.copy:
-            continue
-        if second.folds or second.softmax is not None:
+        if not isinstance(second, products) or not _product_alone(second):
             continue
         soft = ev.resolve(ev.node(second.root)["inputs"][0])
         middle = by_node.get(soft)
-        if middle is None or middle.kind != "softmax" or middle.root != soft or middle.also:
+        if not isinstance(middle, Softmax) or middle.root != soft:
             continue
         if ev.node(soft)["spec"].name != "softmax":
             continue
@@ -84,7 +90,8 @@ def fuse_attention(
         buffers[:] = [b for b in buffers if b.name not in unused]
         node_buffers.pop(x, None)
         node_buffers.pop(soft, None)
-        second.kind, second.scores, second.softmax = "attention", first.root, soft
+        fused = Attention(second.node, second.writes, second.root, scores=first.root, softmax=soft)
+        plans[plans.index(second)] = by_node[second.node] = fused
         plans.remove(first)
         plans.remove(middle)
 
@@ -108,9 +115,7 @@ def pair_products(
     product at its own position); not for a second product that reads the first."""
     scratch = {b.name for b in buffers if b.role == "scratch"}
     for first in list(plans):
-        if first.kind != "matmul" or first.root is None:
-            continue
-        if first.also or first.folds or first.copy or first.paired is not None:
+        if not isinstance(first, Matmul) or first.paired is not None:
             continue
         if not first.writes or not set(first.writes) <= scratch:
             continue
@@ -125,15 +130,13 @@ def pair_products(
         plans.remove(first)
 
 
-def _pairing(ev: Any, g: nx.DiGraph, later: list[Plan], p: int) -> Plan | None:
+def _pairing(ev: Any, g: nx.DiGraph, later: list[Plan], p: int) -> Matmul | None:
     """The later `matmul` launch whose epilogue alone reads product `p`, as
     `pair_products` requires, or None."""
     key = [sz.key(s) for s in ev.shape(p)]
     left, right = (ev.resolve(n) for n in ev.node(p)["inputs"][:2])
     for second in later:
-        if second.kind != "matmul" or second.root is None or second.paired is not None:
-            continue
-        if second.also or second.folds or second.copy or second.softmax is not None:
+        if not isinstance(second, Matmul) or second.paired is not None:
             continue
         q, t = second.root, second.node
         if q == p or p in nx.ancestors(g, q) or p not in nx.ancestors(g, t):
@@ -170,8 +173,8 @@ def _scores_under(
     by_node: dict[int, Plan],
     soft: int,
     scratch: set[str],
-    products: tuple[str, ...],
-) -> tuple[Plan, int] | None:
+    products: tuple[type[Matmul] | type[Narrow], ...],
+) -> tuple[Matmul | Narrow, int] | None:
     """The launch of a product (of a kind in `products`) whose epilogue x the softmax
     `soft` reads over its last axis, and x: when that launch computes the product alone
     (no other result, no folds or softmax of a `narrow` launch's own) into scratch, and
@@ -181,9 +184,7 @@ def _scores_under(
     x, axis = softmax_input(ev, soft)
     x = ev.resolve(x)
     first = by_node.get(x)
-    if first is None or first.kind not in products or first.root is None or first.also:
-        return None
-    if first.folds or first.softmax is not None:
+    if not isinstance(first, products) or not _product_alone(first):
         return None  # (a `narrow` launch that writes more than the scores)
     if axis != len(ev.shape(x)) - 1 or not set(first.writes) <= scratch:
         return None
@@ -217,14 +218,14 @@ def fuse_scores_softmax(
     in_place = {b.name for b in buffers if b.role == "inout"}
     by_node = {p.node: p for p in plans}
     for middle in list(plans):
-        soft = middle.root
-        if middle.kind != "softmax" or soft is None or middle.also or middle.copy:
+        if not isinstance(middle, Softmax):
             continue
+        soft = middle.root
         if ev.node(soft)["spec"].name not in ("softmax", "log_softmax"):
             continue
         if set(middle.writes) & in_place:
             continue
-        found = _scores_under(ev, g, by_node, soft, scratch, ("matmul",))
+        found = _scores_under(ev, g, by_node, soft, scratch, (Matmul,))
         if found is None:
             continue
         first, x = found
@@ -237,5 +238,12 @@ def fuse_scores_softmax(
         unused = set(first.writes)
         buffers[:] = [b for b in buffers if b.name not in unused]
         node_buffers.pop(x, None)
-        middle.kind, middle.scores = "scores_softmax", first.root
+        fused = ScoresSoftmax(middle.node, middle.writes, middle.root, scores=first.root)
+        plans[plans.index(middle)] = by_node[middle.node] = fused
         plans.remove(first)
+
+
+def _product_alone(plan: Matmul | Narrow) -> bool:
+    """Whether a product's launch computes the product alone: no other result, and no
+    folds or softmax of a `narrow` launch's own."""
+    return isinstance(plan, Matmul) or not (plan.also or plan.folds or plan.softmax is not None)

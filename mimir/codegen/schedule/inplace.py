@@ -8,7 +8,7 @@ import networkx as nx
 
 from mimir.codegen import sizes as sz
 from mimir.codegen.schedule.layout import row_per_thread
-from mimir.codegen.schedule.plan import Plan
+from mimir.codegen.schedule.plan import Elementwise, Plan, Row
 from mimir.codegen.schedule.roots import FUSIBLE, fused_reads, op_kind
 from mimir.constraints.checker import TensorVal
 
@@ -31,7 +31,7 @@ def write_in_place_is_safe(
     the parameter's shape too: each workgroup folds its own rows before it writes).
 
     With `mirror`: whether it is safe for a launch whose threads own an element of a square
-    matrix and its mirror image (`Plan.mirror`): the writing launch is element-wise with
+    matrix and its mirror image (`Elementwise.mirror`): the writing launch is element-wise with
     that one output, and reads the old value at the element or at its transpose."""
     writer = next(k for k, p in enumerate(plans) for _, bufs in p.computed() if name in bufs)
     key = [sz.key(s) for s in ev.shape(param)]
@@ -42,7 +42,9 @@ def write_in_place_is_safe(
     if mirror:
         plan = plans[writer]
         square = len(key) == 2 and key[0] == key[1]
-        if not square or plan.kind != "ew" or plan.copy or len(plan.computed()) != 1:
+        if not square or not isinstance(plan, Elementwise) or plan.copy:
+            return False
+        if len(plan.computed()) != 1:
             return False
 
     def own_element(m: int, axes: list[int | None], stop: set[int]) -> bool:
@@ -84,13 +86,16 @@ def write_in_place_is_safe(
             region = fused_reads(g, node, node_buffers, inline)
             if param not in region:
                 continue
-            if k > writer or plan.kind not in ("ew", "row") or plan.copy:
+            if k > writer or not isinstance(plan, (Elementwise, Row)):
                 return False
+            if isinstance(plan, Elementwise) and plan.copy:
+                return False
+            roots = plan.roots if isinstance(plan, Row) else []
             # values in other buffers are loaded; a row launch's reductions fold its
             # workgroup's own rows, every one of them before any element is written
-            stop = {m for m in node_buffers if m != node and m not in inline} | set(plan.roots)
+            stop = {m for m in node_buffers if m != node and m not in inline} | set(roots)
             # the reductions' inputs: at their own elements, so each fold reads its own rows
-            starts = [node, *{ev.resolve(i) for r in plan.roots for i in g.predecessors(r)}]
+            starts = [node, *{ev.resolve(i) for r in roots for i in g.predecessors(r)}]
             for m in starts:
                 if isinstance(ev.values[m], TensorVal):
                     if not own_element(m, list(range(len(ev.shape(m)))), stop):

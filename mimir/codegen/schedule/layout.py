@@ -14,7 +14,7 @@ from typing import Any
 import networkx as nx
 
 from mimir.codegen import sizes as sz
-from mimir.codegen.schedule.plan import Plan
+from mimir.codegen.schedule.plan import Elementwise, Plan
 from mimir.codegen.schedule.roots import fused_reads, op_kind, root_kind
 from mimir.codegen.tensors import Reduction
 from mimir.dtypes import bool_, float16, float32, uint32
@@ -126,7 +126,7 @@ def row_per_thread(ev: Any, g: nx.DiGraph, plan: Plan, node_buffers: dict[int, s
     literal length of at most `SERIAL_REDUCE_MAX`: then a thread computes whole rows
     (`kernels.elementwise.by_rows`)."""
 
-    if plan.kind != "ew" or plan.mirror or plan.copy:
+    if not isinstance(plan, Elementwise) or plan.mirror or plan.copy:
         return False
     shape = ev.shape(plan.node)
     length = shape[-1] if shape else None

@@ -9,7 +9,7 @@ import networkx as nx
 
 from mimir.codegen import sizes as sz
 from mimir.codegen.schedule.layout import MERGE_BUFFER_LIMIT, column_layout
-from mimir.codegen.schedule.plan import Plan
+from mimir.codegen.schedule.plan import Elementwise, Fold, Moments, Partial, Plan, PlanKind, Reduce
 from mimir.codegen.schedule.roots import FUSIBLE, op_kind, root_kind
 
 # the launches that end a split whole reduction, and fold the others of its pass (an
@@ -55,7 +55,8 @@ def merge_elementwise(
         head = out[-1] if out else None
         if (
             head is not None
-            and plan.kind == head.kind == "ew"
+            and isinstance(plan, Elementwise)
+            and isinstance(head, Elementwise)
             and not head.copy
             and not plan.copy
             and keys(plan.node) == keys(head.node)
@@ -80,7 +81,7 @@ def merge_whole_reductions(
 
     The pass is the first reduction's one-launch `reduce`, or its `partial` (then its
     `reduce` combines every reduction's partials): it takes the other reductions' plans
-    as `Plan.reductions` and the element-wise outputs as `Plan.elements`. A member reads
+    as `Fold.reductions` and the element-wise outputs as `Fold.elements`. A member reads
     another's value only at its own element (computed once, in registers), never a
     reduction's result; an `InOut` write keeps its own launch.
 
@@ -92,9 +93,10 @@ def merge_whole_reductions(
 
     def whole(plan: Plan) -> list[str] | None:
         """The input's shape, for a split reduction over every axis of size other than 1."""
-        if plan.kind != "partial" and (plan.kind not in _WHOLE_ENDS or plan.partials is None):
+        if not isinstance(plan, Fold):
             return None
-        assert plan.root is not None
+        if plan.kind != PlanKind.PARTIAL and plan.partials is None:
+            return None
         if root_kind(ev.kg, plan.root) not in _WHOLE_ENDS:
             return None
         red = ev.reduction(plan.root)
@@ -116,7 +118,7 @@ def merge_whole_reductions(
         (`at_element`: an output, a reduction's input) reads the pass's values only at
         that element, and nothing it computes (nor its reduction's epilogue, `after`)
         reads a reduction's result, known only at the end."""
-        roots = [r for r in [first.root, *(m.root for m in first.reductions)] if r is not None]
+        roots = [first.root, *(m.root for m in first.reductions)] if isinstance(first, Fold) else []
         for n in [*at_element, *([after] if after is not None else [])]:
             if any(r == n or r in nx.ancestors(g, n) for r in roots):
                 return False
@@ -125,7 +127,7 @@ def merge_whole_reductions(
 
     def var(plan: Plan) -> bool:
         """A `var` / `std`: it leads its pass (`kernels.moments.moment_chunk` folds the others)."""
-        return plan.root is not None and root_kind(ev.kg, plan.root) == "moments"
+        return isinstance(plan, Fold) and root_kind(ev.kg, plan.root) == "moments"
 
     def writes_in_place(group: list[Plan]) -> bool:
         return any(set(bufs) & in_place for p in group for _, bufs in p.computed())
@@ -133,14 +135,14 @@ def merge_whole_reductions(
     def column(plan: Plan) -> tuple[Any, ...] | None:
         """A column reduction's input shape, axes and launch form
         (`kernels.columns.column_pass`)."""
-        if plan.kind not in ("partial", "reduce", "moments") or plan.root is None:
+        if not isinstance(plan, (Partial, Reduce, Moments)):
             return None
         if root_kind(ev.kg, plan.root) not in ("reduce", "moments"):
             return None
         red = ev.reduction(plan.root)
         if column_layout(red) is None:
             return None
-        form = (plan.kind == "partial", plan.counter is not None, plan.partials is not None)
+        form = (plan.kind == PlanKind.PARTIAL, plan.counter is not None, plan.partials is not None)
         return tuple(sz.key(s) for s in red.shape), tuple(red.axes), form
 
     def column_pass(group: list[Plan]) -> list[Plan] | None:
@@ -153,7 +155,7 @@ def merge_whole_reductions(
         if lead[0].root != lead[-1].root:
             return None
         plans = [lead[0], *lead[0].reductions, group[0]]
-        if sum(root_kind(ev.kg, p.root or 0) == "moments" for p in plans) > 1:
+        if sum(var(p) for p in plans) > 1:
             return None
         return lead
 
@@ -162,7 +164,7 @@ def merge_whole_reductions(
     while k < len(plans):
         plan = plans[k]
         # the launches of one reduction: `partial` and `reduce`, or the one-launch `reduce`
-        group = plans[k : k + 2] if plan.kind == "partial" else [plan]
+        group = plans[k : k + 2] if plan.kind == PlanKind.PARTIAL else [plan]
         one = plan.kind in _WHOLE_ENDS and plan.counter is not None
         head = out[-1] if out else None
         # the pass before: the launch that reads the elements (its combining `reduce` is
@@ -172,7 +174,7 @@ def merge_whole_reductions(
         if head is not None and final and head.counter is not None:
             first = head
         elif head is not None and final and head.partials is not None:
-            if len(out) > 1 and out[-2].kind == "partial" and out[-2].root == head.root:
+            if len(out) > 1 and out[-2].kind == PlanKind.PARTIAL and out[-2].root == head.root:
                 first = out[-2]
         lead = column_pass(group) if column(plan) is not None else None
         if lead is not None and not writes_in_place([*group, *lead]):
@@ -189,7 +191,7 @@ def merge_whole_reductions(
                         into.reductions.append(member)
                 k += len(group)
                 continue
-        shape = whole(plan) if plan.kind == "partial" or one else None
+        shape = whole(plan) if plan.kind == PlanKind.PARTIAL or one else None
         if head is not None and shape is not None and not writes_in_place([*group, head]):
             assert plan.root is not None
             x, after = [ev.resolve(ev.reduction(plan.root).x)], group[-1].node
@@ -211,14 +213,14 @@ def merge_whole_reductions(
                     out[-len(group) :] = group
                     k += len(group)
                     continue
-            ew = head.kind == "ew" and not head.copy and head.total is None
+            ew = isinstance(head, Elementwise) and not head.copy
             if ew and keys(head.node) == shape and joins(head, shape, x, after):
                 out.pop()  # its outputs are stored by this pass
                 plan.elements = head.outputs()
                 out.extend(group)
                 k += len(group)
                 continue
-        ew = plan.kind == "ew" and not plan.copy and plan.total is None
+        ew = isinstance(plan, Elementwise) and not plan.copy
         if ew and first is not None and not writes_in_place([plan, first]):
             shape = keys(plan.node)
             if whole(first) == shape and joins(first, shape, [n for n, _ in plan.outputs()], None):

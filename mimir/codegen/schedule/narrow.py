@@ -9,7 +9,7 @@ import networkx as nx
 
 from mimir.codegen import sizes as sz
 from mimir.codegen.schedule.layout import MERGE_BUFFER_LIMIT, softmax_input
-from mimir.codegen.schedule.plan import BufferSpec, Plan
+from mimir.codegen.schedule.plan import BufferSpec, Narrow, Plan, Reduce, Row, Softmax
 from mimir.codegen.schedule.roots import (
     FUSIBLE,
     ROW_FOLDS,
@@ -26,12 +26,12 @@ def narrow_softmax(
 ) -> None:
     """A float32 softmax (or log-softmax) over the rows of a `narrow` launch's result, its
     only reader (a classifier: `(h @ w + b).softmax()`, w H x 5): the
-    `narrow` launch normalises each row it computes (`Plan.softmax`), and writes the
+    `narrow` launch normalises each row it computes (`Narrow.softmax`), and writes the
     softmax's result instead of storing the logits in scratch for a softmax launch."""
 
-    narrow = {p.node: p for p in plans if p.kind == "narrow" and not p.also}
+    narrow = {p.node: p for p in plans if isinstance(p, Narrow) and not p.also}
     for plan in list(plans):
-        if plan.kind != "softmax" or plan.root is None:
+        if not isinstance(plan, Softmax):
             continue
         x, axis = softmax_input(ev, plan.root)
         x = ev.resolve(x)
@@ -68,13 +68,13 @@ def narrow_row_reductions(
     `z.relu() @ w2`, z an inline product), a `reduce` launch or a `row` launch that writes
     only values with one element per row (`h.max(axis=1) - h.min(axis=1)`), are folded by
     the `narrow` launch in its loop over k, where it computes that row anyway
-    (`Plan.folds`): one read of h, and no launch of their own. Only when everything they
+    (`Narrow.folds`): one read of h, and no launch of their own. Only when everything they
     read is a parameter or is stored by a launch before the `narrow` one, nothing the
     `narrow` launch reads is their value, and no launch between the two reads it; and
     while the launch combines at most `NARROW_SUMS` values over each row's lanes."""
     params = {n for n in node_buffers if ev.node(n)["kind"] == "param"}
     in_place = {b.name for b in buffers if b.role == "inout"}
-    for narrow in [p for p in plans if p.kind == "narrow" and p.root is not None]:
+    for narrow in [p for p in plans if isinstance(p, Narrow)]:
         left = ev.resolve(ev.node(narrow.root)["inputs"][0])
         row = [sz.key(s) for s in ev.shape(left)]
         rows = sz.key(sz.product(list(ev.shape(left)[:-1])))
@@ -95,7 +95,7 @@ def narrow_row_reductions(
 def _drop_unread_scratch(
     g: nx.DiGraph,
     plans: list[Plan],
-    narrow: Plan,
+    narrow: Narrow,
     plan: Plan,
     params: set[int],
     writes: dict[int, list[str]],
@@ -118,17 +118,15 @@ def _drop_unread_scratch(
 def _row_folds(ev: Any, plan: Plan, row: list[str], rows: str) -> list[int]:
     """The reductions of `plan` when a `narrow` launch over rows of the shape `row` can
     fold them (`narrow_row_reductions`), else none."""
-    if plan.kind == "reduce" and plan.root is not None:
-        if plan.partials or plan.counter or plan.positions or plan.also:
+    if isinstance(plan, Reduce):
+        if plan.partials or plan.counter or plan.positions or plan.reductions or plan.elements:
             return []
         roots = [plan.root]
-    elif plan.kind == "row":
+    elif isinstance(plan, Row):
         if plan.total is not None or plan.wide:
             return []
         roots = plan.roots
     else:
-        return []
-    if plan.copy or plan.reductions or plan.elements:
         return []
     for r in roots:
         if root_kind(ev.kg, r) != "reduce":
@@ -150,7 +148,7 @@ def _folds_into(
     g: nx.DiGraph,
     plans: list[Plan],
     params: set[int],
-    narrow: Plan,
+    narrow: Narrow,
     plan: Plan,
     roots: list[int],
 ) -> bool:
@@ -188,12 +186,13 @@ def _launch_reads(g: nx.DiGraph, plan: Plan, stored: set[int]) -> set[int]:
     return set().union(*(fused_reads(g, n, stored) for n, _ in plan.computed()))
 
 
-def _read_at_own_rows(ev: Any, g: nx.DiGraph, narrow: Plan, values: set[int], region: set) -> bool:
+def _read_at_own_rows(
+    ev: Any, g: nx.DiGraph, narrow: Narrow, values: set[int], region: set
+) -> bool:
     """Whether the `narrow` launch reads the per-row `values` only where lane 0 writes a
     row's results, each row its own value (`h @ w + h.sum(axis=1, keepdims=True)`):
     every node from them to what it stores is element-wise, of the shape (..., rows, 1)
     or (..., rows, J), and none is the product's left operand or its softmax."""
-    assert narrow.root is not None
     shape = ev.shape(narrow.root)
     lead, width = [sz.key(s) for s in shape[:-1]], sz.key(shape[-1])
     between = set().union(*(nx.descendants(g, v) for v in values)) & region

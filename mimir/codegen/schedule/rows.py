@@ -23,7 +23,7 @@ class RowGroup:
     outputs: list[int]
     # for each output, the materialised nodes outside the group that read it
     readers: dict[int, set[int]] = field(default_factory=dict)
-    # the outputs over the same rows of another length (`Plan.wide`)
+    # the outputs over the same rows of another length (`Row.wide`)
     wide: set[int] = field(default_factory=set)
 
 
