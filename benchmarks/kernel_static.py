@@ -188,7 +188,7 @@ def _matmuls(path: Path, function: str, dims: dict[str, int]) -> tuple[int, set[
     if kernel.graph.kernel.grid is not None:
         return 0, set()
     s = schedule(kernel)
-    ev = Evaluator(kernel, None, {})  # type: ignore[arg-type]
+    ev = Evaluator(kernel)
     total = 0
     contracted: set[str] = set()
     # the products launches of their own compute, and those a `narrow` launch computes

@@ -46,6 +46,7 @@ from mimir.codegen.kernels.staging import (
     write_where,
 )
 from mimir.codegen.schedule.layout import WG, softmax_input
+from mimir.codegen.schedule.plan import Attention
 from mimir.dtypes import float32
 
 ATT_ROWS = 64  # query rows an `attention` workgroup owns, 4 per thread
@@ -287,136 +288,166 @@ def build(c: KernelContext) -> Built:
     refused by the checker (GPU024). Under a causal mask (`causal_reach`) the walk stops
     after the last key the workgroup's rows keep."""
 
-    ev, body, plan = c.ev, c.body, c.plan
-    second, first, soft = plan.root, plan.scores, plan.softmax
-    assert second is not None and first is not None and soft is not None
-    v = ev.resolve(ev.node(second)["inputs"][1])
-    x = ev.resolve(softmax_input(ev, soft)[0])
-    vshape, oshape = ev.shape(v), ev.shape(second)
-    m, e = ev.shape(first)[-2], vshape[-1]
-    batch = oshape[:-2]
-    bound = e if isinstance(e, int) else sz.upper_bound(e, c.dims)
-    halves = 2 if bound is not None and bound > ATT_COLS else 1  # 64 columns each
-    width = ATT_COLS * halves
-    tm, te = sz.cdiv(m, ATT_ROWS), sz.cdiv(e, width)
-    dispatch, g = c.groups(sz.product([*batch, tm, te]))
-    col_tile = body.let(ibin("%", g, size_ir(te)), "tile")
-    rest = body.let(ibin("/", g, size_ir(te)), "tile")
-    row_tile = body.let(ibin("%", rest, size_ir(tm)), "tile") if batch else rest
-    flat_batch = body.let(ibin("/", rest, size_ir(tm)), "b") if batch else u32(0)
-    batch_axes = Idx(batch, flat=flat_batch).axes(body) if batch else []
-    t = Builtin("local_x")
-    ly = body.let(ibin("/", t, u32(ATT_SIDE)), "ly")
-    lx = body.let(ibin("%", t, u32(ATT_SIDE)), "lx")
-    row0 = body.let(ibin("*", row_tile, u32(ATT_ROWS)), "row")
-    col0 = body.let(ibin("*", col_tile, u32(width)), "col")
-    my_row = body.let(ibin("*", ly, u32(VEC)), "ry")
-    my_col = body.let(ibin("*", lx, u32(VEC)), "cx")
-    rows = [body.let(ibin("+", row0, ibin("+", my_row, u32(i))), "row") for i in range(VEC)]
-    cols = [
-        body.let(ibin("+", col0, ibin("+", my_col, u32(h * ATT_COLS + j))), "col")
-        for h in range(halves)
-        for j in range(VEC)
-    ]
-    # a, b's slices and v's rows take turns in one array (a barrier ends each phase)
-    stage, p_tile = "$stage", "$p_tile"
-    scores = _ScoreBlocks(c, first, x, batch, batch_axes, row0, rows, stage)
-    e_b = None if c.multiple(e, width, f"col < {sz.manifest_text(e)}") else size_ir(e)
-    # the second 64 columns, where v may have none (not a literal above 64)
-    wide = (
-        None
-        if halves == 1 or isinstance(e, int)
-        else body.let(Binary("<", ibin("+", col0, u32(ATT_COLS)), size_ir(e), "bool"), "wide")
-    )
-    size = max(scores.b_at + ATT_SLICE * ATT_KEYS, ATT_PART * width)
-    c.shared += [
-        SharedArray(stage, "f32", size),
-        SharedArray(p_tile, "f32", ATT_PART * ATT_ROWS),
-    ]
-    v_batch = broadcast_batch(batch_axes, batch, vshape[:-2])
-    # `width` consecutive threads stage a row of v's (four rows each, 4 apart; eight, 2
-    # apart, for 128 columns)
-    vc = body.let(ibin("%", t, u32(width)), "vc")
-    vk = body.let(ibin("/", t, u32(width)), "vk")
-    v_col = body.let(ibin("+", col0, vc), "vcol")
-    v_ok = None if e_b is None else body.let(Binary("<", v_col, e_b, "bool"), "vok")
+    heads = _Heads(c)
+    end = heads.scores.keys_end("every step for")
+    with c.body.for_("n0_", u32(0), end, u32(ATT_KEYS), unroll=False) as n0:
+        heads.step(n0)
+    heads.store()
+    return (WG, 1, 1), heads.dispatch
 
-    f32 = "f32"
-    inf = lw.const(-lw.INF, f32)
-    zero, one = lw.const(0, f32), lw.const(1, f32)
-    top = [body.var(inf, "m") for _ in range(VEC)]  # each row's running max
-    sums = [body.var(zero, "l") for _ in range(VEC)]  # this thread's share of exp(x - m)
-    accs = [[body.var(zero, "acc") for _ in cols] for _ in range(VEC)]
-    n_b = scores.n_b
 
-    def products(used: int) -> None:
-        """p times the staged rows of v (`ATT_PART` keys), for the first `used` halves."""
-        for kk_ in range(ATT_PART):
-            pv = tuple(body.fresh("p", f32) for _ in range(VEC))
-            body.emit(SharedVectorLoad(pv, p_tile, ibin("+", my_row, u32(kk_ * ATT_ROWS))))
-            for half in range(used):
-                vv = tuple(body.fresh("v", f32) for _ in range(VEC))
-                at = ibin("+", my_col, u32(kk_ * width + half * ATT_COLS))
-                body.emit(SharedVectorLoad(vv, stage, at))
-                for i in range(VEC):
-                    for j in range(VEC):
-                        acc = accs[i][half * VEC + j]
-                        product = lw.bin_("*", pv[i], vv[j])
-                        body.emit(Assign(acc, lw.bin_("+", acc, product)))
+class _Heads:
+    """An `attention` workgroup's rows and output columns, and this thread's part (`build`)."""
 
-    end = scores.keys_end("every step for")
-    with body.for_("n0_", u32(0), end, u32(ATT_KEYS), unroll=False) as n0:
-        xs, _, _ = scores.block(n0, my_row, my_col)
+    def __init__(self, c: KernelContext) -> None:
+        assert isinstance(c.plan, Attention)
+        ev, body, plan = c.ev, c.body, c.plan
+        self.c, self.body = c, body
+        second, first, soft = plan.root, plan.scores, plan.softmax
+        self.v = ev.resolve(ev.node(second)["inputs"][1])
+        x = ev.resolve(softmax_input(ev, soft)[0])
+        self.vshape, self.oshape = vshape, oshape = ev.shape(self.v), ev.shape(second)
+        m, e = ev.shape(first)[-2], vshape[-1]
+        batch = oshape[:-2]
+        bound = e if isinstance(e, int) else sz.upper_bound(e, c.dims)
+        self.halves = halves = 2 if bound is not None and bound > ATT_COLS else 1  # 64 columns each
+        self.width = width = ATT_COLS * halves
+        tm, te = sz.cdiv(m, ATT_ROWS), sz.cdiv(e, width)
+        self.dispatch, g = c.groups(sz.product([*batch, tm, te]))
+        col_tile = body.let(ibin("%", g, size_ir(te)), "tile")
+        rest = body.let(ibin("/", g, size_ir(te)), "tile")
+        row_tile = body.let(ibin("%", rest, size_ir(tm)), "tile") if batch else rest
+        flat_batch = body.let(ibin("/", rest, size_ir(tm)), "b") if batch else u32(0)
+        self.batch_axes = batch_axes = Idx(batch, flat=flat_batch).axes(body) if batch else []
+        t = Builtin("local_x")
+        ly = body.let(ibin("/", t, u32(ATT_SIDE)), "ly")
+        self.lx = body.let(ibin("%", t, u32(ATT_SIDE)), "lx")
+        row0 = body.let(ibin("*", row_tile, u32(ATT_ROWS)), "row")
+        col0 = body.let(ibin("*", col_tile, u32(width)), "col")
+        self.my_row = my_row = body.let(ibin("*", ly, u32(VEC)), "ry")
+        self.my_col = my_col = body.let(ibin("*", self.lx, u32(VEC)), "cx")
+        self.rows = [
+            body.let(ibin("+", row0, ibin("+", my_row, u32(i))), "row") for i in range(VEC)
+        ]
+        self.cols = [
+            body.let(ibin("+", col0, ibin("+", my_col, u32(h * ATT_COLS + j))), "col")
+            for h in range(halves)
+            for j in range(VEC)
+        ]
+        # a, b's slices and v's rows take turns in one array (a barrier ends each phase)
+        self.scores = _ScoreBlocks(c, first, x, batch, batch_axes, row0, self.rows, _STAGE)
+        self.e_b = None if c.multiple(e, width, f"col < {sz.manifest_text(e)}") else size_ir(e)
+        # the second 64 columns, where v may have none (not a literal above 64)
+        self.wide = (
+            None
+            if halves == 1 or isinstance(e, int)
+            else body.let(Binary("<", ibin("+", col0, u32(ATT_COLS)), size_ir(e), "bool"), "wide")
+        )
+        size = max(self.scores.b_at + ATT_SLICE * ATT_KEYS, ATT_PART * width)
+        c.shared += [
+            SharedArray(_STAGE, "f32", size),
+            SharedArray(_P_TILE, "f32", ATT_PART * ATT_ROWS),
+        ]
+        self.v_batch = broadcast_batch(batch_axes, batch, vshape[:-2])
+        # `width` consecutive threads stage a row of v's (four rows each, 4 apart; eight, 2
+        # apart, for 128 columns)
+        self.vc = body.let(ibin("%", t, u32(width)), "vc")
+        self.vk = body.let(ibin("/", t, u32(width)), "vk")
+        self.v_col = body.let(ibin("+", col0, self.vc), "vcol")
+        self.v_ok = (
+            None if self.e_b is None else body.let(Binary("<", self.v_col, self.e_b, "bool"), "vok")
+        )
+        inf, zero = lw.const(-lw.INF, "f32"), lw.const(0, "f32")
+        self.top = [body.var(inf, "m") for _ in range(VEC)]  # each row's running max
+        self.sums = [body.var(zero, "l") for _ in range(VEC)]  # this thread's share of exp(x - m)
+        self.accs = [[body.var(zero, "acc") for _ in self.cols] for _ in range(VEC)]
+
+    def step(self, n0: Expr) -> None:
+        """The block of keys from `n0`: its scores, the online softmax's rescale, and p
+        times v's rows, `ATT_PART` keys at a time."""
+        body, accs = self.body, self.accs
+        xs, _, _ = self.scores.block(n0, self.my_row, self.my_col)
         ps: list[list[Expr]] = []
         alphas = []
         for i in range(VEC):
-            alpha, row_p = _online_step(c, xs[i], top[i], sums[i])
+            alpha, row_p = _online_step(self.c, xs[i], self.top[i], self.sums[i])
             ps.append(row_p)
             alphas.append(alpha)
             for j in range(VEC):
                 body.emit(Assign(accs[i][j], lw.bin_("*", accs[i][j], alpha)))
         # the second 64 columns' accumulators, where v has them
-        with body.if_(wide) if wide is not None else contextlib.nullcontext():
+        with body.if_(self.wide) if self.wide is not None else contextlib.nullcontext():
             for i in range(VEC):
-                for j in range(VEC, len(cols)):
+                for j in range(VEC, len(self.cols)):
                     body.emit(Assign(accs[i][j], lw.bin_("*", accs[i][j], alphas[i])))
         # p times v's rows, `ATT_PART` keys at a time: the threads that hold them store
         # their p in `$p_tile` (key-major) while all stage those rows of v
-        owner = body.let(ibin("/", lx, u32(ATT_PART // VEC)), "part")
+        owner = body.let(ibin("/", self.lx, u32(ATT_PART // VEC)), "part")
         for h in range(ATT_KEYS // ATT_PART):
-            with body.if_(Binary("==", owner, u32(h), "bool")):
-                for j in range(VEC):
-                    key = ibin("-", ibin("+", my_col, u32(j)), u32(h * ATT_PART))
-                    for i in range(VEC):
-                        at = ibin("+", ibin("*", key, u32(ATT_ROWS)), ibin("+", my_row, u32(i)))
-                        body.emit(Store(p_tile, at, ps[i][j]))
-            for q in range(ATT_PART * width // WG):
-                vrow = ibin("+", vk, u32(q * WG // width))
-                key = body.let(ibin("+", n0, ibin("+", vrow, u32(h * ATT_PART))), "vkey")
-                ok = None if n_b is None else Binary("<", key, n_b, "bool")
-                slot = ibin("+", ibin("*", vrow, u32(width)), vc)
-                idx = Idx(vshape, axes=[*v_batch, key, v_col])
-                stage_operand(c, stage, slot, v, idx, all_true([ok, v_ok]), float32)
-            body.emit(WaitAsync())
-            body.emit(Barrier())
-            if wide is None:
-                products(halves)
-            else:
-                with body.block() as both:
-                    products(2)
-                with body.block() as first_half:
-                    products(1)
-                body.emit(If(wide, both, first_half))
-            body.emit(Barrier())
-    for i in range(VEC):
-        total = body.let(WarpReduce("add", sums[i], f32, ATT_SIDE), "l")
-        inv = body.let(lw.bin_("/", one, total), "inv")
-        for j in range(len(cols)):
-            cond = all_below([(rows[i], scores.m_b), (cols[j], e_b)])
-            idx = Idx(oshape, axes=[*batch_axes, rows[i], cols[j]])
-            value = body.let(lw.bin_("*", accs[i][j], inv), "o")
-            write_where(c, cond, idx, value)
-    return (WG, 1, 1), dispatch
+            self.part(n0, h, owner, ps)
+
+    def part(self, n0: Expr, h: int, owner: Expr, ps: list[list[Expr]]) -> None:
+        """Keys `h * ATT_PART` .. of the block: their p into `$p_tile`, their rows of v
+        staged, then multiplied into the accumulators."""
+        c, body, width, my_row = self.c, self.body, self.width, self.my_row
+        with body.if_(Binary("==", owner, u32(h), "bool")):
+            for j in range(VEC):
+                key = ibin("-", ibin("+", self.my_col, u32(j)), u32(h * ATT_PART))
+                for i in range(VEC):
+                    at = ibin("+", ibin("*", key, u32(ATT_ROWS)), ibin("+", my_row, u32(i)))
+                    body.emit(Store(_P_TILE, at, ps[i][j]))
+        n_b = self.scores.n_b
+        for q in range(ATT_PART * width // WG):
+            vrow = ibin("+", self.vk, u32(q * WG // width))
+            key = body.let(ibin("+", n0, ibin("+", vrow, u32(h * ATT_PART))), "vkey")
+            ok = None if n_b is None else Binary("<", key, n_b, "bool")
+            slot = ibin("+", ibin("*", vrow, u32(width)), self.vc)
+            idx = Idx(self.vshape, axes=[*self.v_batch, key, self.v_col])
+            stage_operand(c, _STAGE, slot, self.v, idx, all_true([ok, self.v_ok]), float32)
+        body.emit(WaitAsync())
+        body.emit(Barrier())
+        if self.wide is None:
+            self.products(self.halves)
+        else:
+            with body.block() as both:
+                self.products(2)
+            with body.block() as first_half:
+                self.products(1)
+            body.emit(If(self.wide, both, first_half))
+        body.emit(Barrier())
+
+    def products(self, used: int) -> None:
+        """p times the staged rows of v (`ATT_PART` keys), for the first `used` halves."""
+        body, f32 = self.body, "f32"
+        for kk_ in range(ATT_PART):
+            pv = tuple(body.fresh("p", f32) for _ in range(VEC))
+            body.emit(SharedVectorLoad(pv, _P_TILE, ibin("+", self.my_row, u32(kk_ * ATT_ROWS))))
+            for half in range(used):
+                vv = tuple(body.fresh("v", f32) for _ in range(VEC))
+                at = ibin("+", self.my_col, u32(kk_ * self.width + half * ATT_COLS))
+                body.emit(SharedVectorLoad(vv, _STAGE, at))
+                for i in range(VEC):
+                    for j in range(VEC):
+                        acc = self.accs[i][half * VEC + j]
+                        product = lw.bin_("*", pv[i], vv[j])
+                        body.emit(Assign(acc, lw.bin_("+", acc, product)))
+
+    def store(self) -> None:
+        """Each output: its accumulator over the row's sum, through the epilogue."""
+        body, one = self.body, lw.const(1, "f32")
+        for i in range(VEC):
+            total = body.let(WarpReduce("add", self.sums[i], "f32", ATT_SIDE), "l")
+            inv = body.let(lw.bin_("/", one, total), "inv")
+            for j in range(len(self.cols)):
+                cond = all_below([(self.rows[i], self.scores.m_b), (self.cols[j], self.e_b)])
+                idx = Idx(self.oshape, axes=[*self.batch_axes, self.rows[i], self.cols[j]])
+                value = body.let(lw.bin_("*", self.accs[i][j], inv), "o")
+                write_where(self.c, cond, idx, value)
+
+
+# the workgroup arrays of an `attention` launch: a's and b's slices, then v's rows, take
+# turns in one (a barrier ends each phase); p goes through the other
+_STAGE, _P_TILE = "$stage", "$p_tile"
 
 
 def build_scores_softmax(c: KernelContext) -> Built:

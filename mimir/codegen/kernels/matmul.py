@@ -40,6 +40,7 @@ from mimir.codegen.kernels.staging import (
     stage_operand,
     write_where,
 )
+from mimir.codegen.schedule.plan import Matmul
 
 TILE = 16  # threads per side of a matmul workgroup
 
@@ -75,166 +76,218 @@ def build(c: KernelContext) -> Built:
     paired product's tile (the same left operand by another right one) into a second set
     of accumulators, through the same buffers, and the epilogue reads it from there.
     """
-    ev, body = c.ev, c.body
-    root = c.plan.root
-    assert root is not None
-    left, right = ev.node(root)["inputs"][:2]
-    out = ev.dtype(root)
-    lshape, rshape, oshape = ev.shape(left), ev.shape(right), ev.shape(root)
-    m, k, n = lshape[-2], lshape[-1], rshape[-1]
-    batch = oshape[:-2]
-    tm, tn = sz.cdiv(m, BLOCK), sz.cdiv(n, BLOCK)
-    count = sz.product([*batch, tm, tn])
-    dispatch, g = c.groups(count)
-    tn_ir, tm_ir = size_ir(tn), size_ir(tm)
-    col_tile = body.let(ibin("%", g, tn_ir), "tile")
-    rest = body.let(ibin("/", g, tn_ir), "tile")
-    row_tile = body.let(ibin("%", rest, tm_ir), "tile") if batch else rest
-    b = body.let(ibin("/", rest, tm_ir), "b") if batch else u32(0)
-    lx, ly = Builtin("local_x"), Builtin("local_y")
-    t = body.let(ibin("+", ibin("*", ly, u32(TILE)), lx), "t")  # 0 .. 255
-    row0 = body.let(ibin("*", row_tile, u32(BLOCK)), "row")
-    col0 = body.let(ibin("*", col_tile, u32(BLOCK)), "col")
-    half = BLOCK // 2
-    rows = [
-        body.let(ibin("+", row0, ibin("+", ibin("*", ly, u32(VEC)), u32(half * h + i))), "row")
-        for h in range(2)
-        for i in range(VEC)
-    ]
-    cols = [
-        body.let(ibin("+", col0, ibin("+", ibin("*", lx, u32(VEC)), u32(half * h + j))), "col")
-        for h in range(2)
-        for j in range(VEC)
-    ]
-    batch_axes = Idx(batch, flat=b).axes(body) if batch else []
-    acc_t = lw.REG[out]
-    a_tile, b_tile = "$a_tile", "$b_tile"
-    size = BLOCK * SLICE  # elements of one buffer of either operand
-    c.shared += [SharedArray(a_tile, acc_t, 2 * size), SharedArray(b_tile, acc_t, 2 * size)]
-    mma = _MmaWarp(c, t, row0, col0) if c.tensor_cores and acc_t == "f32" else None
-    if mma is not None:
-        rows, cols = mma.rows, mma.cols
+    assert isinstance(c.plan, Matmul)
+    tile = _Tile(c)
+    # a paired product (`schedule.attention.pair_products`): computed first, through the
+    # same workgroup buffers, and read by the epilogue from its own accumulators
+    paired = c.plan.paired
+    paired_accs = tile.zeros() if paired is not None else None
+    accs = tile.zeros()
+    tile.offsets()
+    if paired is not None and paired_accs is not None:
+        tile.product(c.ev.node(paired)["inputs"][1], paired_accs)  # ends with a barrier
+    tile.product(tile.right, accs)
+    tile.store(accs, paired, paired_accs)
+    return (TILE, TILE, 1), tile.dispatch
 
-    def zeros() -> list[list[Var]]:
-        if mma is not None:
-            return mma.zeros()
+
+class _Tile:
+    """A matmul workgroup's output tile and this thread's part of it (`build`)."""
+
+    def __init__(self, c: KernelContext) -> None:
+        assert isinstance(c.plan, Matmul)
+        ev, body = c.ev, c.body
+        self.c, self.ev, self.body = c, ev, body
+        root = c.plan.root
+        self.left, self.right = ev.node(root)["inputs"][:2]
+        self.out = ev.dtype(root)
+        lshape, rshape, oshape = ev.shape(self.left), ev.shape(self.right), ev.shape(root)
+        self.lshape, self.rshape, self.oshape = lshape, rshape, oshape
+        self.m, self.k, self.n = lshape[-2], lshape[-1], rshape[-1]
+        self.batch = batch = oshape[:-2]
+        tm, tn = sz.cdiv(self.m, BLOCK), sz.cdiv(self.n, BLOCK)
+        count = sz.product([*batch, tm, tn])
+        self.dispatch, g = c.groups(count)
+        tn_ir, tm_ir = size_ir(tn), size_ir(tm)
+        col_tile = body.let(ibin("%", g, tn_ir), "tile")
+        rest = body.let(ibin("/", g, tn_ir), "tile")
+        row_tile = body.let(ibin("%", rest, tm_ir), "tile") if batch else rest
+        b = body.let(ibin("/", rest, tm_ir), "b") if batch else u32(0)
+        self.lx, self.ly = lx, ly = Builtin("local_x"), Builtin("local_y")
+        self.t = t = body.let(ibin("+", ibin("*", ly, u32(TILE)), lx), "t")  # 0 .. 255
+        self.row0 = row0 = body.let(ibin("*", row_tile, u32(BLOCK)), "row")
+        self.col0 = col0 = body.let(ibin("*", col_tile, u32(BLOCK)), "col")
+        half = BLOCK // 2
+        self.rows = [
+            body.let(ibin("+", row0, ibin("+", ibin("*", ly, u32(VEC)), u32(half * h + i))), "row")
+            for h in range(2)
+            for i in range(VEC)
+        ]
+        self.cols = [
+            body.let(ibin("+", col0, ibin("+", ibin("*", lx, u32(VEC)), u32(half * h + j))), "col")
+            for h in range(2)
+            for j in range(VEC)
+        ]
+        self.batch_axes = Idx(batch, flat=b).axes(body) if batch else []
+        self.acc_t = acc_t = lw.REG[self.out]
+        self.size = size = BLOCK * SLICE  # elements of one buffer of either operand
+        c.shared += [SharedArray(_A, acc_t, 2 * size), SharedArray(_B, acc_t, 2 * size)]
+        self.mma = _MmaWarp(c, t, row0, col0) if c.tensor_cores and acc_t == "f32" else None
+        if self.mma is not None:
+            self.rows, self.cols = self.mma.rows, self.mma.cols
+
+    def zeros(self) -> list[list[Var]]:
+        """A thread's accumulators of one product, zero."""
+        if self.mma is not None:
+            return self.mma.zeros()
+        acc_t, body = self.acc_t, self.body
         return [[body.var(lw.const(0, acc_t), "acc") for _ in range(REG)] for _ in range(REG)]
 
-    # a paired product (`schedule.attention.pair_products`): computed first, through the same
-    # workgroup buffers, and read by the epilogue from its own accumulators
-    paired = c.plan.paired
-    paired_accs = zeros() if paired is not None else None
-    accs = zeros()
-    m_ir, k_ir, n_ir = size_ir(m), size_ir(k), size_ir(n)
-    # a bound needs no guard when its size is proven a multiple of the tile
-    m_ok = c.multiple(m, BLOCK, f"row < {sz.manifest_text(m)}")
-    n_ok = c.multiple(n, BLOCK, f"col < {sz.manifest_text(n)}")
-    k_ok = c.multiple(k, SLICE, f"k < {sz.manifest_text(k)}")
-    m_b, n_b, k_b = (None if m_ok else m_ir), (None if n_ok else n_ir), (None if k_ok else k_ir)
-    # what each thread stages per slice: the left operand at rows `t / 8 + 32 q` and
-    # k `t % 8` (8 threads read 8 consecutive k of a row), the right one at k `t / 128 + 2 q`
-    # and column `t % 128` (consecutive threads, consecutive columns), q < 4. Row offsets,
-    # row and column guards are computed once, before the k loop.
-    per = size // (TILE * TILE)  # elements of each operand one thread stages per slice
-    a_k = body.let(ibin("%", t, u32(SLICE)), "ak")
-    a_m = body.let(ibin("/", t, u32(SLICE)), "am")
-    a_rows = [
-        body.let(ibin("+", row0, ibin("+", a_m, u32(q * BLOCK // per))), "ar") for q in range(per)
-    ]
-    a_batch = batch_offset(c, lshape, batch, batch_axes)
-    a_base = [body.let(ibin("+", a_batch, ibin("*", r_, k_ir)), "ab") for r_ in a_rows]
-    a_ok = [None if m_b is None else body.let(Binary("<", r_, m_b, "bool"), "aok") for r_ in a_rows]
-    a_slot = body.let(ibin("+", ibin("*", a_k, u32(BLOCK)), a_m), "as")
-    b_k = body.let(ibin("/", t, u32(BLOCK)), "bk")
-    b_n = body.let(ibin("+", col0, ibin("%", t, u32(BLOCK))), "bn")
-    b_base = body.let(ibin("+", batch_offset(c, rshape, batch, batch_axes), b_n), "bb")
-    b_ok = None if n_b is None else body.let(Binary("<", b_n, n_b, "bool"), "bok")
-    b_step = SLICE // per
-    b_rows = [body.let(ibin("*", u32(q * b_step), n_ir), "bs") for q in range(per)]
-    l_batch = broadcast_batch(batch_axes, batch, lshape[:-2])
-    r_batch = broadcast_batch(batch_axes, batch, rshape[:-2])
+    def offsets(self) -> None:
+        """The bounds that need guards, and what each thread stages per slice: the left
+        operand at rows `t / 8 + 32 q` and k `t % 8` (8 threads read 8 consecutive k of a
+        row), the right one at k `t / 128 + 2 q` and column `t % 128` (consecutive threads,
+        consecutive columns), q < 4. Row offsets, row and column guards are computed once,
+        before the k loop."""
+        c, body, t, m, k, n = self.c, self.body, self.t, self.m, self.k, self.n
+        batch, batch_axes = self.batch, self.batch_axes
+        self.m_ir, self.k_ir, self.n_ir = m_ir, k_ir, n_ir = size_ir(m), size_ir(k), size_ir(n)
+        # a bound needs no guard when its size is proven a multiple of the tile
+        m_ok = c.multiple(m, BLOCK, f"row < {sz.manifest_text(m)}")
+        n_ok = c.multiple(n, BLOCK, f"col < {sz.manifest_text(n)}")
+        k_ok = c.multiple(k, SLICE, f"k < {sz.manifest_text(k)}")
+        self.m_b, self.n_b = (None if m_ok else m_ir), (None if n_ok else n_ir)
+        self.k_b = None if k_ok else k_ir
+        self.per = per = self.size // (TILE * TILE)  # elements of each operand a thread stages
+        self.a_k = body.let(ibin("%", t, u32(SLICE)), "ak")
+        self.a_m = a_m = body.let(ibin("/", t, u32(SLICE)), "am")
+        self.a_rows = [
+            body.let(ibin("+", self.row0, ibin("+", a_m, u32(q * BLOCK // per))), "ar")
+            for q in range(per)
+        ]
+        a_batch = batch_offset(c, self.lshape, batch, batch_axes)
+        self.a_base = [
+            body.let(ibin("+", a_batch, ibin("*", r_, k_ir)), "ab") for r_ in self.a_rows
+        ]
+        self.a_ok = [
+            None if self.m_b is None else body.let(Binary("<", r_, self.m_b, "bool"), "aok")
+            for r_ in self.a_rows
+        ]
+        self.a_slot = body.let(ibin("+", ibin("*", self.a_k, u32(BLOCK)), a_m), "as")
+        self.b_k = body.let(ibin("/", t, u32(BLOCK)), "bk")
+        self.b_n = b_n = body.let(ibin("+", self.col0, ibin("%", t, u32(BLOCK))), "bn")
+        self.b_base = body.let(
+            ibin("+", batch_offset(c, self.rshape, batch, batch_axes), b_n), "bb"
+        )
+        self.b_ok = (
+            None if self.n_b is None else body.let(Binary("<", b_n, self.n_b, "bool"), "bok")
+        )
+        self.b_step = SLICE // per
+        self.b_rows = [body.let(ibin("*", u32(q * self.b_step), n_ir), "bs") for q in range(per)]
+        self.l_batch = broadcast_batch(batch_axes, batch, self.lshape[:-2])
+        self.r_batch = broadcast_batch(batch_axes, batch, self.rshape[:-2])
 
-    def stage(k0: Expr, buffer: Expr, right: int) -> None:
-        ka = body.let(ibin("+", k0, a_k), "ka")
-        ka_ok = None if k_b is None else body.let(Binary("<", ka, k_b, "bool"), "kok")
-        a_at = body.let(ibin("+", buffer, a_slot), "sa")
+    def stage(self, k0: Expr, buffer: Expr, right: int) -> None:
+        """Slice `k0` of both operands into the workgroup buffers at offset `buffer`."""
+        c, body, per, out = self.c, self.body, self.per, self.out
+        ka = body.let(ibin("+", k0, self.a_k), "ka")
+        ka_ok = None if self.k_b is None else body.let(Binary("<", ka, self.k_b, "bool"), "kok")
+        a_at = body.let(ibin("+", buffer, self.a_slot), "sa")
         for q in range(per):
             slot = ibin("+", a_at, u32(q * BLOCK // per))
-            idx = Idx(lshape, flat=ibin("+", a_base[q], ka), axes=[*l_batch, a_rows[q], ka])
-            stage_operand(c, a_tile, slot, left, idx, all_true([a_ok[q], ka_ok]), out)
-        kb0 = body.let(ibin("+", k0, b_k), "kb")
-        b_at = body.let(ibin("+", buffer, t), "sb")
-        b_at0 = body.let(ibin("+", ibin("*", kb0, n_ir), b_base), "bi")
+            axes = [*self.l_batch, self.a_rows[q], ka]
+            idx = Idx(self.lshape, flat=ibin("+", self.a_base[q], ka), axes=axes)
+            stage_operand(c, _A, slot, self.left, idx, all_true([self.a_ok[q], ka_ok]), out)
+        kb0 = body.let(ibin("+", k0, self.b_k), "kb")
+        b_at = body.let(ibin("+", buffer, self.t), "sb")
+        b_at0 = body.let(ibin("+", ibin("*", kb0, self.n_ir), self.b_base), "bi")
         for q in range(per):
-            kb = body.let(ibin("+", kb0, u32(q * b_step)), "kb") if q else kb0
-            kb_ok = None if k_b is None else Binary("<", kb, k_b, "bool")
-            slot = ibin("+", b_at, u32(q * b_step * BLOCK))
-            idx = Idx(rshape, flat=ibin("+", b_at0, b_rows[q]), axes=[*r_batch, kb, b_n])
-            stage_operand(c, b_tile, slot, right, idx, all_true([kb_ok, b_ok]), out)
+            kb = body.let(ibin("+", kb0, u32(q * self.b_step)), "kb") if q else kb0
+            kb_ok = None if self.k_b is None else Binary("<", kb, self.k_b, "bool")
+            slot = ibin("+", b_at, u32(q * self.b_step * BLOCK))
+            axes = [*self.r_batch, kb, self.b_n]
+            idx = Idx(self.rshape, flat=ibin("+", b_at0, self.b_rows[q]), axes=axes)
+            stage_operand(c, _B, slot, right, idx, all_true([kb_ok, self.b_ok]), out)
 
-    def product(right: int, accs: list[list[Var]]) -> None:
+    def product(self, right: int, accs: list[list[Var]]) -> None:
         """The tile of `left @ right` into this thread's `accs`, ending with a barrier (so
         the workgroup buffers may be staged again)."""
-        stage(u32(0), u32(0), right)
+        body = self.body
+        self.stage(u32(0), u32(0), right)
         body.emit(WaitAsync())
         body.emit(Barrier())
-        a_row = body.let(ibin("*", ly, u32(VEC)), "ly")
-        b_col = body.let(ibin("*", lx, u32(VEC)), "lx")
-        with body.for_("k0_", u32(0), k_ir, u32(SLICE)) as k0:
-            slices(k0, accs, right, a_row, b_col)
+        a_row = body.let(ibin("*", self.ly, u32(VEC)), "ly")
+        b_col = body.let(ibin("*", self.lx, u32(VEC)), "lx")
+        with body.for_("k0_", u32(0), self.k_ir, u32(SLICE)) as k0:
+            self.slices(k0, accs, right, a_row, b_col)
 
-    def slices(k0: Expr, accs: list[list[Var]], right: int, a_row: Expr, b_col: Expr) -> None:
+    def slices(self, k0: Expr, accs: list[list[Var]], right: int, a_row: Expr, b_col: Expr) -> None:
+        """One k-slice: the next staged into the other buffers while this one multiplies."""
+        body, size = self.body, self.size
         # slice s = k0 / SLICE is in buffer s % 2: `cur` is its offset, the next goes to the other
         shift = (size // SLICE).bit_length() - 1
         cur = body.let(Binary("&", Binary("<<", k0, u32(shift), "u32"), u32(size), "u32"), "cur")
         nxt = body.let(Binary("^", cur, u32(size), "u32"), "nxt")
         k_next = body.let(ibin("+", k0, u32(SLICE)), "kn")
-        with body.if_(Binary("<", k_next, k_ir, "bool")):
-            stage(k_next, nxt, right)
-        if mma is not None:
-            mma.slice(cur, accs)
+        with body.if_(Binary("<", k_next, self.k_ir, "bool")):
+            self.stage(k_next, nxt, right)
+        if self.mma is not None:
+            self.mma.slice(cur, accs)
         else:
-            a_at = body.let(ibin("+", cur, a_row), "ra")
-            b_at = body.let(ibin("+", cur, b_col), "rb")
-            for kk in range(SLICE):
-                a_vals: list[Var] = []
-                b_vals: list[Var] = []
-                for h in range(2):
-                    va = tuple(body.fresh("a", acc_t) for _ in range(VEC))
-                    at = ibin("+", a_at, u32(kk * BLOCK + half * h))
-                    body.emit(SharedVectorLoad(va, a_tile, at))
-                    a_vals += va
-                for h in range(2):
-                    vb = tuple(body.fresh("b", acc_t) for _ in range(VEC))
-                    at = ibin("+", b_at, u32(kk * BLOCK + half * h))
-                    body.emit(SharedVectorLoad(vb, b_tile, at))
-                    b_vals += vb
-                for r in range(REG):
-                    for s_ in range(REG):
-                        acc = accs[r][s_]
-                        term = lw.bin_("*", a_vals[r], b_vals[s_])
-                        body.emit(Assign(acc, lw.bin_("+", acc, term)))
+            self.multiply(cur, accs, a_row, b_col)
         body.emit(WaitAsync())
         body.emit(Barrier())
 
-    if paired is not None and paired_accs is not None:
-        product(ev.node(paired)["inputs"][1], paired_accs)  # ends with a barrier
-    product(right, accs)
-    # an epilogue through a reshape to another rank (an einsum's merged letters split
-    # again) reads the product at the flat offset it writes (`KernelContext._position`)
-    flat = any(len(c.ev.shape(n)) != len(oshape) for n, _ in c.plan.outputs())
-    for r in range(len(rows)):
-        for s_ in range(len(cols)):
-            cond = all_below([(rows[r], m_b), (cols[s_], n_b)])
-            acc = accs[r][s_]
-            result = lw.round_to(acc, out)
-            idx = Idx(oshape, axes=[*batch_axes, rows[r], cols[s_]])
-            if flat:
-                idx = Idx(oshape, flat=idx.flat(body))
-            if paired is not None and paired_accs is not None:
-                ev.overrides[paired] = (idx.key, lw.round_to(paired_accs[r][s_], out))
-            write_where(c, cond, idx, result)
-    return (TILE, TILE, 1), dispatch
+    def multiply(self, cur: Expr, accs: list[list[Var]], a_row: Expr, b_col: Expr) -> None:
+        """The 64 multiply-adds of each k of the slice in the buffers at `cur`, from this
+        thread's 8 left and 8 right values, read as four 4-wide vectors."""
+        body, acc_t, half = self.body, self.acc_t, BLOCK // 2
+        a_at = body.let(ibin("+", cur, a_row), "ra")
+        b_at = body.let(ibin("+", cur, b_col), "rb")
+        for kk in range(SLICE):
+            a_vals: list[Var] = []
+            b_vals: list[Var] = []
+            for h in range(2):
+                va = tuple(body.fresh("a", acc_t) for _ in range(VEC))
+                at = ibin("+", a_at, u32(kk * BLOCK + half * h))
+                body.emit(SharedVectorLoad(va, _A, at))
+                a_vals += va
+            for h in range(2):
+                vb = tuple(body.fresh("b", acc_t) for _ in range(VEC))
+                at = ibin("+", b_at, u32(kk * BLOCK + half * h))
+                body.emit(SharedVectorLoad(vb, _B, at))
+                b_vals += vb
+            for r in range(REG):
+                for s_ in range(REG):
+                    acc = accs[r][s_]
+                    term = lw.bin_("*", a_vals[r], b_vals[s_])
+                    body.emit(Assign(acc, lw.bin_("+", acc, term)))
+
+    def store(
+        self, accs: list[list[Var]], paired: int | None, paired_accs: list[list[Var]] | None
+    ) -> None:
+        """Each accumulator through the epilogue (which reads the paired product's, where
+        there is one), stored where it is inside the output."""
+        c, ev, body, oshape, out = self.c, self.ev, self.body, self.oshape, self.out
+        # an epilogue through a reshape to another rank (an einsum's merged letters split
+        # again) reads the product at the flat offset it writes (`KernelContext._position`)
+        flat = any(len(ev.shape(n)) != len(oshape) for n, _ in c.plan.outputs())
+        rows, cols = self.rows, self.cols
+        for r in range(len(rows)):
+            for s_ in range(len(cols)):
+                cond = all_below([(rows[r], self.m_b), (cols[s_], self.n_b)])
+                acc = accs[r][s_]
+                result = lw.round_to(acc, out)
+                idx = Idx(oshape, axes=[*self.batch_axes, rows[r], cols[s_]])
+                if flat:
+                    idx = Idx(oshape, flat=idx.flat(body))
+                if paired is not None and paired_accs is not None:
+                    ev.overrides[paired] = (idx.key, lw.round_to(paired_accs[r][s_], out))
+                write_where(c, cond, idx, result)
+
+
+# the workgroup arrays that stage the left operand (k-major) and the right one
+_A, _B = "$a_tile", "$b_tile"
 
 
 WARPS_M, WARPS_N = 2, 4  # the 8 warps of a matmul workgroup over its 128 x 128 tile

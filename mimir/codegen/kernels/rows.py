@@ -44,6 +44,7 @@ from mimir.codegen.schedule.layout import (
     row_shape,
     softmax_input,
 )
+from mimir.codegen.schedule.plan import Row
 from mimir.codegen.schedule.roots import root_kind
 from mimir.codegen.tensors import Reduction
 from mimir.dtypes import float16, float32, uint32
@@ -172,116 +173,101 @@ def _row_passes(
     folds: dict[int, Any] | None = None,
 ) -> None:
     """`row`'s work: each reduction of the plan folded over the row (`fold_over(visit)`,
-    or its own `folds[root]`),
-    combined over the workgroup, its epilogue once; then the row written (`write_over`).
-    A fold's `visit(j, valid)` is given, where the element may lie past the row (a row
-    held in registers), the condition that it does not."""
-    ev, body = c.ev, c.body
+    or its own `folds[root]`), combined over the workgroup, its epilogue once; then the
+    row written (`write_over`). A fold's `visit(j, valid)` is given, where the element may
+    lie past the row (a row held in registers), the condition that it does not."""
+    passes = _RowPasses(c, shape, other_axes, base, width, fold_over)
+    for k, r in enumerate(passes.plan.roots):
+        passes.over_row = fold_over if folds is None else folds[r]
+        passes.reduce(k, r)
+    passes.write(write_over)
 
-    def at(j: Expr) -> Idx:
-        return Idx(shape, flat=offset(body, base, j), axes=[*other_axes, j])
 
-    graph = c.s.kernel.graph.graph
-    softmaxes = {r for r in c.plan.roots if root_kind(ev.kg, r) == "softmax"}
-    # a softmax's epilogue is element-wise in the row: written, or read, where it is needed
-    targets = [
-        t for r, t in zip(c.plan.roots, c.plan.row_values, strict=True) if r not in softmaxes
-    ]
-    epilogues = {t: set(c.plan.roots) & (nx.ancestors(graph, t) | {t}) for t in targets}
-    done: set[int] = set()
-    keys = [sz.key(s) for s in shape]
-    outputs = c.plan.outputs()
-    whole = [(n, bufs) for n, bufs in outputs if [sz.key(s) for s in ev.shape(n)] == keys]
-    wide = [(n, bufs) for n, bufs in outputs if n in c.plan.wide]
-    # what the row's elements read (later folds, the row-shaped outputs): an epilogue they
-    # do not read is computed where it is stored, in thread 0 (an accuracy's hit, whose
-    # label a workgroup's every thread would load)
-    at_elements = set().union(
-        *(nx.ancestors(graph, n) for n in [*c.plan.roots, *dict(whole), *dict(wide)])
-    )
+class _RowPasses:
+    """The passes of a `row` launch over its rows (`_row_passes`): what they share."""
 
-    def element(red: Reduction, j: Expr) -> Expr:
+    def __init__(
+        self,
+        c: KernelContext,
+        shape: tuple[Any, ...],
+        other_axes: list[Expr],
+        base: Expr,
+        width: int,
+        fold_over: Any,
+    ) -> None:
+        assert isinstance(c.plan, Row)
+        self.c, self.plan, self.ev, self.body = c, c.plan, c.ev, c.body
+        self.shape, self.other_axes, self.base, self.width = shape, other_axes, base, width
+        self.over_row = fold_over  # how the next fold walks the row
+        ev, plan = self.ev, self.plan
+        graph = c.s.kernel.graph.graph
+        softmaxes = {r for r in plan.roots if root_kind(ev.kg, r) == "softmax"}
+        # a softmax's epilogue is element-wise in the row: written, or read, where needed
+        targets = [
+            t for r, t in zip(plan.roots, plan.row_values, strict=True) if r not in softmaxes
+        ]
+        self.epilogues = {t: set(plan.roots) & (nx.ancestors(graph, t) | {t}) for t in targets}
+        self.done: set[int] = set()
+        keys = [sz.key(s) for s in shape]
+        self.outputs = plan.outputs()
+        self.whole = [
+            (n, bufs) for n, bufs in self.outputs if [sz.key(s) for s in ev.shape(n)] == keys
+        ]
+        self.wide = [(n, bufs) for n, bufs in self.outputs if n in plan.wide]
+        # what the row's elements read (later folds, the row-shaped outputs): an epilogue
+        # they do not read is computed where it is stored, in thread 0 (an accuracy's hit,
+        # whose label a workgroup's every thread would load)
+        self.at_elements = set().union(
+            *(nx.ancestors(graph, n) for n in [*plan.roots, *dict(self.whole), *dict(self.wide)])
+        )
+
+    def at(self, j: Expr) -> Idx:
+        return Idx(self.shape, flat=offset(self.body, self.base, j), axes=[*self.other_axes, j])
+
+    def element(self, red: Reduction, j: Expr) -> Expr:
         """Row element j of what `red` reduces, in its accumulator's type."""
-        same = [sz.key(s) for s in red.shape] == [sz.key(s) for s in shape]
-        value = ev.at(red.x, at(j) if same else Idx(red.shape, axes=[*other_axes, j]))
+        ev = self.ev
+        same = [sz.key(s) for s in red.shape] == [sz.key(s) for s in self.shape]
+        value = ev.at(red.x, self.at(j) if same else Idx(red.shape, axes=[*self.other_axes, j]))
         return lw.convert(value, ev.dtype(red.x), red.acc)
 
-    over_row = fold_over
-
-    def fold(init: Expr, step: Any, op: str, shared: str) -> Expr:
+    def fold(self, init: Expr, step: Any, op: str, shared: str) -> Expr:
         """Each thread's `acc = step(acc, j)` over its elements, then the workgroup's
         total (`op`), the same in every thread."""
+        body = self.body
         acc = body.var(init, "acc")
 
         def visit(j: Expr, valid: Expr | None = None) -> None:
             folded = step(acc, j)
             body.emit(Assign(acc, folded if valid is None else lw.select(valid, folded, acc)))
 
-        over_row(visit)
-        if width == 1:  # a thread per row (`_short_rows`)
+        self.over_row(visit)
+        if self.width == 1:  # a thread per row (`_short_rows`)
             return acc
-        return group_total(body, c.shared, acc, op, width, shared)
+        return group_total(body, self.c.shared, acc, op, self.width, shared)
 
-    def normalise(r: int, names: tuple[str, str]) -> None:
-        """A softmax root: the row's max and its sum of exp(x - max) (two folds), then its
-        value at any index of the row (`Evaluator.row_functions`): at the row's own
-        elements exp(x - max) is the one the sum computed (a held row keeps it)."""
-        x, _ = softmax_input(ev, r)
-        dtype = ev.dtype(x)
-
-        def value(idx: Idx) -> Expr:
-            return lw.convert(ev.at(x, idx), dtype, float32)
-
-        def shifted(idx: Idx, top: Expr) -> Expr:
-            return body.memo(("shifted", r, idx.key), lambda: lw.bin_("-", value(idx), top), "d")
-
-        def exp(idx: Idx, top: Expr) -> Expr:
-            return body.memo(("exp", r, idx.key), lambda: lw.call("exp", shifted(idx, top)), "e")
-
-        # the row's max, where the group already folds it (`x.max(axis=-1)` beside
-        # `x.softmax()`: nan-propagating, which a softmax may take, `running_max`)
-        reduced = {q: ev.reduction(q) for q in sorted(done) if root_kind(ev.kg, q) == "reduce"}
-        maxes = [
-            q
-            for q, red in reduced.items()
-            if red.name == "max"
-            and ev.resolve(red.x) == ev.resolve(x)
-            and dtype == ev.dtype(q) == float32
-        ]
-        if maxes:
-            m = ev.row_values[maxes[0]]
-        else:
-            m = fold(lw.const(-lw.INF, "f32"), lambda a, j: running_max(a, value(at(j))), "fmax",
-                     names[0])  # fmt: skip
-        top = stable_shift(c, m)
-        total = fold(lw.const(0, "f32"), lambda a, j: lw.bin_("+", a, exp(at(j), top)), "add",
-                     names[1])  # fmt: skip
-        if ev.node(r)["spec"].name == "log_softmax":
-            log_total = body.let(lw.call("mimir_log", total), "lse")
-            ev.row_functions[r] = lambda idx: lw.bin_("-", shifted(idx, top), log_total)
-        else:
-            ev.row_functions[r] = lambda idx: lw.bin_("/", exp(idx, top), total)
-
-    for k, r in enumerate(c.plan.roots):
+    def reduce(self, k: int, r: int) -> None:
+        """Root `r`, the plan's `k`th: its value in every thread, and each epilogue whose
+        reductions are all done, once per row."""
+        ev, body = self.ev, self.body
         kind = root_kind(ev.kg, r)
         names = (f"$row{k}", f"$row{k}b")
-        over_row = fold_over if folds is None else folds[r]
         if kind == "softmax":
-            normalise(r, names)
-            done.add(r)
-            continue
+            self.normalise(r, names)
+            self.done.add(r)
+            return
         red = arg_reduction(ev, r) if kind == "argreduce" else ev.reduction(r)
 
         def lane(j: Expr, red: Reduction = red) -> Expr:
-            return element(red, j)
+            return self.element(red, j)
 
         if kind == "argreduce":
-            value = first_extremum(body, red, lane, fold, names)
+            value = first_extremum(body, red, lane, self.fold, names)
         elif kind == "moments":
-            value = variance(body, red, ddof_of(ev, r), lane, fold, names)
+            value = variance(body, red, ddof_of(ev, r), lane, self.fold, names)
         else:
             combine = combiner(red.name, red.acc)
-            value = fold(
+            value = self.fold(
                 identity(red.name, red.acc),
                 lambda a, j, combine=combine, lane=lane: combine(a, lane(j)),
                 op_for(red.name),
@@ -297,53 +283,109 @@ def _row_passes(
         ev.row_values[r] = body.let(value, "total")
         # each root's epilogue once per row, where the row's elements will find it, as
         # soon as the reductions it reads are done (`max - min`: after both)
-        done.add(r)
-        for target in list(epilogues):
-            if epilogues[target] <= done:
-                del epilogues[target]
-                if target in at_elements:
-                    ev.at(target, _per_row(ev.shape(target), other_axes))
+        self.done.add(r)
+        for target in list(self.epilogues):
+            if self.epilogues[target] <= self.done:
+                del self.epilogues[target]
+                if target in self.at_elements:
+                    ev.at(target, _per_row(ev.shape(target), self.other_axes))
 
-    def write(j: Expr) -> None:
-        c.write(at(j), outputs=whole)
+    def normalise(self, r: int, names: tuple[str, str]) -> None:
+        """A softmax root: the row's max and its sum of exp(x - max) (two folds), then its
+        value at any index of the row (`Evaluator.row_functions`): at the row's own
+        elements exp(x - max) is the one the sum computed (a held row keeps it)."""
+        ev, body, at = self.ev, self.body, self.at
+        x, _ = softmax_input(ev, r)
+        dtype = ev.dtype(x)
 
-    if whole:
-        write_over(write)
-    for n, bufs in wide:
-        # its own length: each thread every `width`-th element, reading what it needs
-        out_shape = ev.shape(n)
+        def value(idx: Idx) -> Expr:
+            return lw.convert(ev.at(x, idx), dtype, float32)
 
-        def store(j: Expr, n: int = n, bufs: list[str] = bufs, out_shape: Any = out_shape) -> None:
-            c.write(Idx(out_shape, axes=[*other_axes, j]), outputs=[(n, bufs)])
+        def shifted(idx: Idx, top: Expr) -> Expr:
+            return body.memo(("shifted", r, idx.key), lambda: lw.bin_("-", value(idx), top), "d")
 
-        if width == 1:  # a thread per short row: all of its own short length, unrolled
-            for j in range(out_shape[-1]):
-                store(u32(j))
+        def exp(idx: Idx, top: Expr) -> Expr:
+            return body.memo(("exp", r, idx.key), lambda: lw.call("exp", shifted(idx, top)), "e")
+
+        # the row's max, where the group already folds it (`x.max(axis=-1)` beside
+        # `x.softmax()`: nan-propagating, which a softmax may take, `running_max`)
+        done = sorted(self.done)
+        reduced = {q: ev.reduction(q) for q in done if root_kind(ev.kg, q) == "reduce"}
+        maxes = [
+            q
+            for q, red in reduced.items()
+            if red.name == "max"
+            and ev.resolve(red.x) == ev.resolve(x)
+            and dtype == ev.dtype(q) == float32
+        ]
+        if maxes:
+            m = ev.row_values[maxes[0]]
         else:
-            strided(body, Builtin("local_x"), size_ir(out_shape[-1]), width, store)
-    per_row = [(n, bufs) for n, bufs in outputs if (n, bufs) not in whole + wide and bufs]
-    if not per_row and c.plan.total is None:
-        return
-    rowid = Idx(shape[:-1], axes=other_axes).flat(body)
-    with (
-        contextlib.nullcontext()
-        if width == 1
-        else body.if_(Binary("==", Builtin("local_x"), u32(0), "bool"))
-    ):
-        for n, bufs in per_row:
-            value = ev.at(n, _per_row(ev.shape(n), other_axes))
-            for name in bufs:
-                body.emit(Store(name, rowid, lw.to_storage(value, ev.dtype(n))))
-        if c.plan.total is not None:
-            # the row's share of the whole reduction that ends the launch (`whole_of_rows`)
-            red = ev.reduction(c.plan.total)
-            x = ev.resolve(red.x)
-            share = lw.convert(ev.at(x, _per_row(ev.shape(x), other_axes)), ev.dtype(x), red.acc)
-            if width == 1:  # a thread per row: the workgroup's rows are combined later
-                body.emit(Assign(c.row_share[1], share))
+            m = self.fold(lw.const(-lw.INF, "f32"), lambda a, j: running_max(a, value(at(j))),
+                          "fmax", names[0])  # fmt: skip
+        top = stable_shift(self.c, m)
+        total = self.fold(lw.const(0, "f32"), lambda a, j: lw.bin_("+", a, exp(at(j), top)),
+                          "add", names[1])  # fmt: skip
+        if ev.node(r)["spec"].name == "log_softmax":
+            log_total = body.let(lw.call("mimir_log", total), "lse")
+            ev.row_functions[r] = lambda idx: lw.bin_("-", shifted(idx, top), log_total)
+        else:
+            ev.row_functions[r] = lambda idx: lw.bin_("/", exp(idx, top), total)
+
+    def write(self, write_over: Any) -> None:
+        """The row's outputs: those of its shape (`write_over`), those over the same rows
+        of another length (`Row.wide`), then, in thread 0, those with one element per
+        row and the row's share of the whole reduction that ends the launch."""
+        c, ev, body, width, other_axes = self.c, self.ev, self.body, self.width, self.other_axes
+        if self.whole:
+            write_over(lambda j: c.write(self.at(j), outputs=self.whole))
+        for n, bufs in self.wide:
+            # its own length: each thread every `width`-th element, reading what it needs
+            out_shape = ev.shape(n)
+
+            def store(
+                j: Expr, n: int = n, bufs: list[str] = bufs, out_shape: Any = out_shape
+            ) -> None:
+                c.write(Idx(out_shape, axes=[*other_axes, j]), outputs=[(n, bufs)])
+
+            if width == 1:  # a thread per short row: all of its own short length, unrolled
+                for j in range(out_shape[-1]):
+                    store(u32(j))
             else:
-                assert c.plan.partials is not None
-                hand_off(c, c.plan.partials, rowid, lw.to_storage(share, red.acc))
+                strided(body, Builtin("local_x"), size_ir(out_shape[-1]), width, store)
+        per_row = [
+            (n, bufs)
+            for n, bufs in self.outputs
+            if (n, bufs) not in self.whole + self.wide and bufs
+        ]
+        if not per_row and self.plan.total is None:
+            return
+        rowid = Idx(self.shape[:-1], axes=other_axes).flat(body)
+        with (
+            contextlib.nullcontext()
+            if width == 1
+            else body.if_(Binary("==", Builtin("local_x"), u32(0), "bool"))
+        ):
+            for n, bufs in per_row:
+                value = ev.at(n, _per_row(ev.shape(n), other_axes))
+                for name in bufs:
+                    body.emit(Store(name, rowid, lw.to_storage(value, ev.dtype(n))))
+            if self.plan.total is not None:
+                self.share(rowid)
+
+    def share(self, rowid: Expr) -> None:
+        """The row's share of the whole reduction that ends the launch (`whole_of_rows`)."""
+        c, ev, plan = self.c, self.ev, self.plan
+        assert plan.total is not None
+        red = ev.reduction(plan.total)
+        x = ev.resolve(red.x)
+        share = lw.convert(ev.at(x, _per_row(ev.shape(x), self.other_axes)), ev.dtype(x), red.acc)
+        if self.width == 1:  # a thread per row: the workgroup's rows are combined later
+            assert c.row_share is not None
+            self.body.emit(Assign(c.row_share[1], share))
+        else:
+            assert plan.partials is not None
+            hand_off(c, plan.partials, rowid, lw.to_storage(share, red.acc))
 
 
 def _per_row(shape: tuple[Any, ...], other_axes: list[Expr]) -> Idx:

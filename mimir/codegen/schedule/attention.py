@@ -3,6 +3,7 @@ products of one left operand."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import networkx as nx
@@ -19,6 +20,7 @@ from mimir.codegen.schedule.plan import (
     Softmax,
 )
 from mimir.codegen.schedule.roots import FUSIBLE, op_kind, read_by
+from mimir.codegen.schedule.state import State
 from mimir.dims import Dim
 from mimir.dtypes import float32
 
@@ -38,7 +40,7 @@ ATTENTION_COLUMNS = 128
 SCORES_CONTRACTION = 32
 
 
-def fuse_attention(
+def _fuse_attention(
     ev: Any,
     g: nx.DiGraph,
     plans: list[Plan],
@@ -96,7 +98,7 @@ def fuse_attention(
         plans.remove(middle)
 
 
-def pair_products(
+def _pair_products(
     ev: Any,
     g: nx.DiGraph,
     plans: list[Plan],
@@ -195,7 +197,7 @@ def _scores_under(
     return first, x
 
 
-def fuse_scores_softmax(
+def _fuse_scores_softmax(
     ev: Any,
     g: nx.DiGraph,
     plans: list[Plan],
@@ -247,3 +249,24 @@ def _product_alone(plan: Matmul | Narrow) -> bool:
     """Whether a product's launch computes the product alone: no other result, and no
     folds or softmax of a `narrow` launch's own."""
     return isinstance(plan, Matmul) or not (plan.also or plan.folds or plan.softmax is not None)
+
+
+def fuse_attention(st: State) -> State:
+    """The pass of `_fuse_attention`: `softmax(f(q @ k.T)) @ v` as one launch."""
+    plans, node_buffers, buffers = list(st.plans), dict(st.node_buffers), list(st.buffers)
+    _fuse_attention(st.ev, st.g, plans, node_buffers, buffers, st.declared)
+    return replace(st, plans=plans, node_buffers=node_buffers, buffers=buffers)
+
+
+def fuse_scores_softmax(st: State) -> State:
+    """The pass of `_fuse_scores_softmax`: `softmax(f(q @ k.T))` as one launch."""
+    plans, node_buffers, buffers = list(st.plans), dict(st.node_buffers), list(st.buffers)
+    _fuse_scores_softmax(st.ev, st.g, plans, node_buffers, buffers, st.declared)
+    return replace(st, plans=plans, node_buffers=node_buffers, buffers=buffers)
+
+
+def pair_products(st: State) -> State:
+    """The pass of `_pair_products`: two products of one left operand in one tile."""
+    plans, node_buffers, buffers = list(st.plans), dict(st.node_buffers), list(st.buffers)
+    _pair_products(st.ev, st.g, plans, node_buffers, buffers)
+    return replace(st, plans=plans, node_buffers=node_buffers, buffers=buffers)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import networkx as nx
 
 from mimir.codegen import sizes as sz
 from mimir.codegen.schedule.layout import row_per_thread
-from mimir.codegen.schedule.plan import Elementwise, Plan, Row
+from mimir.codegen.schedule.plan import BufferSpec, Elementwise, Plan, Row
 from mimir.codegen.schedule.roots import FUSIBLE, fused_reads, op_kind
+from mimir.codegen.schedule.state import State
 from mimir.constraints.checker import TensorVal
 
 
@@ -101,3 +103,44 @@ def write_in_place_is_safe(
                     if not own_element(m, list(range(len(ev.shape(m)))), stop):
                         return False
     return True
+
+
+def write_in_place(st: State) -> State:
+    """Each `InOut` update stored straight into its parameter's buffer where that is safe
+    (`write_in_place_is_safe`), by a launch whose threads own an element and its mirror
+    image where that makes it safe (`x + x.T`), else computed into scratch and copied
+    over after every launch."""
+    if not st.updates:
+        return st
+    new = replace(
+        st,
+        plans=list(st.plans),
+        buffers=list(st.buffers),
+        node_buffers=dict(st.node_buffers),
+        taken=set(st.taken),
+    )
+    ev, g, plans, node_buffers = st.ev, st.g, new.plans, new.node_buffers
+    params = {ev.node(n)["name"]: n for n in g.nodes if ev.node(n)["kind"] == "param"}
+    for n, name in st.updates:
+        if write_in_place_is_safe(ev, g, plans, node_buffers, params[name], name):
+            continue
+        if write_in_place_is_safe(ev, g, plans, node_buffers, params[name], name, True):
+            # `x + x.T`: a thread owns both elements it reads, (i, j) and (j, i)
+            (writer,) = [p for p in plans for _, bufs in p.outputs() if name in bufs]
+            assert isinstance(writer, Elementwise)
+            writer.mirror = True
+            continue
+        # Some launch reads the old value where the write would already have changed it:
+        # compute the new value into scratch, and copy it over after every launch.
+        for plan in plans:
+            for node, bufs in plan.outputs():
+                if node == n and name in bufs:
+                    bufs.remove(name)
+                    if not bufs:
+                        extra = new.scratch_name()
+                        spec = BufferSpec(extra, "scratch", ev.dtype(n), ev.shape(n))
+                        new.buffers.append(spec)
+                        bufs.append(extra)
+                    node_buffers[n] = bufs[0]
+        plans.append(Elementwise(n, [name], copy=True))
+    return new

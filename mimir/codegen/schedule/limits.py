@@ -6,7 +6,8 @@ from typing import Any
 
 from mimir.codegen import sizes as sz
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, CANNOT_SCHEDULE, RefusalError
-from mimir.codegen.schedule.plan import BufferSpec
+from mimir.codegen.schedule.plan import BufferSpec, Schedule
+from mimir.codegen.schedule.state import State
 from mimir.dims import Dim, Size
 from mimir.dtypes import bfloat16
 from mimir.parse.module import TensorAnnotation
@@ -82,3 +83,39 @@ def kernel_dims(kernel: Any) -> list[Dim]:
                 if dim not in found:
                     found.append(declared[dim.name].dim if dim.name in declared else dim)
     return found
+
+
+def refuse_bfloat16_stores(st: State) -> State:
+    """The pass of `refuse_bfloat16` over the values the launches store."""
+    refuse_bfloat16(st.ev, st.writes)
+    return st
+
+
+def finish(st: State) -> Schedule:
+    """The schedule the passes leave: its dims and uniform fields, each size proven to fit
+    a 32-bit index (`refuse_oversized`)."""
+    kg = st.kg
+    dims = kernel_dims(st.kernel)
+    for name, _ in st.scalar_params:
+        if any(d.name == name for d in dims):
+            raise RefusalError(
+                CANNOT_SCHEDULE,
+                f"the parameter `{name}` has the name of a dim, and both would be uniform "
+                f"field `{name}`; rename the parameter",
+                kg.kernel.span,
+            )
+    refuse_oversized(dims, st.buffers, kg.kernel.span)
+    fields = [(d.name, "u32") for d in dims] + st.scalar_params
+    kept = {b.name for b in st.buffers}
+    tagged = {name: n for name, n in st.tagged_sizes.items() if name in kept}
+    return Schedule(
+        kg.name,
+        dims,
+        fields,
+        st.buffers,
+        st.plans,
+        st.node_buffers,
+        st.kernel,
+        st.target.vector_views,
+        tagged,
+    )

@@ -3,6 +3,7 @@ reductions (and the element-wise outputs beside them) that share one pass over t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import networkx as nx
@@ -11,13 +12,14 @@ from mimir.codegen import sizes as sz
 from mimir.codegen.schedule.layout import MERGE_BUFFER_LIMIT, column_layout
 from mimir.codegen.schedule.plan import Elementwise, Fold, Moments, Partial, Plan, PlanKind, Reduce
 from mimir.codegen.schedule.roots import FUSIBLE, op_kind, root_kind
+from mimir.codegen.schedule.state import State
 
 # the launches that end a split whole reduction, and fold the others of its pass (an
 # argmax's: its chunks' extrema and first positions, `kernels.whole.Firsts`)
 _WHOLE_ENDS = ("reduce", "moments", "argreduce")
 
 
-def merge_elementwise(
+def _merge_elementwise(
     ev: Any, g: nx.DiGraph, plans: list[Plan], node_buffers: dict[int, str]
 ) -> list[Plan]:
     """One launch for adjacent element-wise results of one shape (`return a + b, a - b`):
@@ -71,7 +73,7 @@ def merge_elementwise(
     return out
 
 
-def merge_whole_reductions(
+def _merge_whole_reductions(
     ev: Any, g: nx.DiGraph, plans: list[Plan], node_buffers: dict[int, str], in_place: set[str]
 ) -> list[Plan]:
     """One pass over the elements for adjacent whole reductions of inputs of one shape
@@ -230,3 +232,25 @@ def merge_whole_reductions(
         out.extend(group)
         k += len(group)
     return out
+
+
+def merge_elementwise(st: State) -> State:
+    """The pass of `_merge_elementwise`: adjacent element-wise launches of one shape."""
+    return replace(st, plans=_merge_elementwise(st.ev, st.g, st.plans, st.node_buffers))
+
+
+def merge_whole_reductions(st: State) -> State:
+    """The pass of `_merge_whole_reductions`: whole reductions sharing one pass."""
+    plans = _merge_whole_reductions(st.ev, st.g, st.plans, st.node_buffers, st.in_place)
+    return replace(st, plans=plans)
+
+
+def share_counters(st: State) -> State:
+    """A reduction folded by another's one-launch pass hands off with that one's counter:
+    its own is dropped."""
+    passes = [p for p in st.plans if isinstance(p, Fold)]
+    spare = {m.counter for p in passes for m in p.reductions if m.counter is not None}
+    for p in passes:
+        for m in p.reductions:
+            m.counter = None
+    return replace(st, buffers=[b for b in st.buffers if b.name not in spare])

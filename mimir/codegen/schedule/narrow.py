@@ -3,6 +3,7 @@ reductions they fold."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import networkx as nx
@@ -18,10 +19,11 @@ from mimir.codegen.schedule.roots import (
     read_by,
     root_kind,
 )
+from mimir.codegen.schedule.state import State
 from mimir.dtypes import float32
 
 
-def narrow_softmax(
+def _narrow_softmax(
     ev: Any, g: nx.DiGraph, plans: list[Plan], writes: dict[int, list[str]], buffers: list
 ) -> None:
     """A float32 softmax (or log-softmax) over the rows of a `narrow` launch's result, its
@@ -55,7 +57,7 @@ def narrow_softmax(
 NARROW_SUMS = 24
 
 
-def narrow_row_reductions(
+def _narrow_row_reductions(
     ev: Any,
     g: nx.DiGraph,
     plans: list[Plan],
@@ -206,3 +208,17 @@ def _read_at_own_rows(
         if keys[:-1] != lead or keys[-1] not in ("1", width):
             return False
     return True
+
+
+def fold_softmax(st: State) -> State:
+    """The pass of `_narrow_softmax`: a softmax over a `narrow` launch's rows, in it."""
+    plans, writes, buffers = list(st.plans), dict(st.writes), list(st.buffers)
+    _narrow_softmax(st.ev, st.g, plans, writes, buffers)
+    return replace(st, plans=plans, writes=writes, buffers=buffers)
+
+
+def fold_row_reductions(st: State) -> State:
+    """The pass of `_narrow_row_reductions`: row reductions a `narrow` launch folds."""
+    plans, writes, buffers = list(st.plans), dict(st.writes), list(st.buffers)
+    _narrow_row_reductions(st.ev, st.g, plans, st.node_buffers, writes, buffers)
+    return replace(st, plans=plans, writes=writes, buffers=buffers)
