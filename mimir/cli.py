@@ -297,9 +297,9 @@ def _explain_in_file(code: str, target: str, timeout_ms: int) -> None:
 
         typer.echo(text_render.render_all(result.diagnostics))
         raise typer.Exit(EXIT_USAGE)
-    from mimir.parse.depth import deep_call
+    from mimir.parse.depth import on_deep_stack
 
-    text, count = deep_call(explain_file, result, code, line)
+    text, count = on_deep_stack(lambda: explain_file(result, code, line))
     if count == 0:
         where = f"{path_text}:{line}" if line is not None else path_text
         typer.echo(f"no {code} in {where}: nothing to explain")

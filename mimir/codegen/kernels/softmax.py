@@ -204,117 +204,172 @@ def _row_in_registers(
     A slot that every thread fills (a literal length covering it) has no guard; the
     others are guarded and hold -inf past the end, which adds nothing to the max
     and exp(-inf) = 0 to the sum."""
-    body = c.body
-    lid = Builtin("local_x")
-    count = size_ir(length)
-    slots: list[tuple[Expr, Any, Expr, bool]] = []
-    # a vector lane's condition to be in the row (None: always), for the exp phase
-    lanes_inside: dict[int, Expr | None] = {}
-
-    def load(j: Expr, inside: Expr | None) -> None:
-        idx, v = element(j)
-        if inside is not None and not skip_past:  # past the row: -inf, as a guarded slot
-            v = lw.select(inside, v, lw.const(-lw.INF, "f32"))
-        lanes_inside[len(slots)] = inside
-        slots.append((j, idx, body.let(v, "v"), True))
-
-    for r, inside in vectors.each if vectors is not None else []:
-        vectors.read(r, inside, lambda j, inside=inside: load(j, inside))
-    for k in range(sz.cdiv(bound, width) if vectors is None and isinstance(bound, int) else 0):
-        j = body.let(ibin("+", lid, u32(k * width)), "j")
-        full = isinstance(length, int) and (k + 1) * width <= length
-        if full:
-            idx, v = element(j)
-            slots.append((j, idx, body.let(v, "v"), True))
-            continue
-        v = body.var(lw.const(-lw.INF, "f32"), "v")
-        with body.if_(Binary("<", j, count, "bool")):
-            idx, value = element(j)
-            body.emit(Assign(v, value))
-        slots.append((j, idx, v, False))
-    # a guarded slot's work (max, exp, sum, write) is all inside its guard, so a slot
-    # past the end of the row costs a compare and a branch per phase
-    first = 0
-    if skip_past:
-        # a vector that may lie past the row: its lanes' max under its guard (they hold
-        # what its loads left, not -inf), so a thread past the row skips them. A
-        # thread's vectors in the row come first, so each guard is inside the one
-        # before: a thread meets one failing guard, not one per vector past the row
-        m = body.var(lw.const(-lw.INF, "f32"), "m")
-        with ExitStack() as nested:
-            while first < len(slots) and (inside := lanes_inside.get(first)) is not None:
-                nested.enter_context(body.if_(inside))
-                for _, _, v, _ in slots[first : first + LANES]:
-                    body.emit(Assign(m, running_max(m, v)))
-                first += LANES
-    elif slots[0][3]:
-        m = body.var(slots[0][2], "m")
-        first = 1
-    else:
-        m = body.var(lw.const(-lw.INF, "f32"), "m")
-    for j, _, v, full in slots[first:]:
-        with _unless(body, full, Binary("<", j, count, "bool")):
-            body.emit(Assign(m, running_max(m, v)))
-    top = stable_shift(c, block_total(c, m, "fmax", width, "row_max"))  # a nan: as `running_max`
-    s = body.var(lw.const(0, "f32"), "s")
-    values: list[tuple[Expr, Expr]] = []
-
-    def exps_under(guards: list[tuple[Expr, list[Expr]]]) -> list[tuple[Expr, Expr]]:
-        """`d = v - top`, `e = exp(d)` and `s += e` for each of the values held under each
-        condition, each guard inside the one before (`nested`); outside them only what
-        the write reads (e, or d for a log-softmax; 0 where a guard fails) is kept, in a
-        variable."""
-        kept = [[body.var(lw.const(0, "f32"), "d" if log else "e") for _ in h] for _, h in guards]
-        with ExitStack() as nested:
-            for (cond, held), variables in zip(guards, kept, strict=True):
-                nested.enter_context(body.if_(cond))
-                for v, var in zip(held, variables, strict=True):
-                    d = body.let(lw.bin_("-", v, top), "d")
-                    e = body.let(lw.call("exp", d), "e")
-                    body.emit(Assign(s, lw.bin_("+", s, e)))
-                    body.emit(Assign(var, d if log else e))
-        # (d, e): `_write` reads the one it needs
-        return [(var, var) for variables in kept for var in variables]
-
-    k = 0
-    vectors_past: list[tuple[Expr, list[Expr]]] = []
-    while skip_past and k < len(slots) and lanes_inside.get(k) is not None:
-        # a vector that may lie past the row (a length below the bound): its lanes' exp
-        # and sum under its guard, nested as the max's, so a thread past the row skips them
-        vectors_past.append((lanes_inside[k], [slot[2] for slot in slots[k : k + LANES]]))
-        k += LANES
-    if vectors_past:
-        values += exps_under(vectors_past)
-    for j, _, v, full in slots[k:]:
-        if full:
-            d = body.let(lw.bin_("-", v, top), "d")
-            e = body.let(lw.call("exp", d), "e")
-            body.emit(Assign(s, lw.bin_("+", s, e)))
-            values.append((d, e))
-            continue
-        values += exps_under([(Binary("<", j, count, "bool"), [v])])
+    row = _HeldRow(c, element, length, width, vectors, skip_past)
+    row.load(bound)
+    top = stable_shift(
+        c, block_total(c, row.maximum(), "fmax", width, "row_max")
+    )  # a nan: as `running_max`
+    values, s = row.exponentials(top, log)
     total = block_total(c, s, "add", width, "row_sum")
-    log_total = body.let(lw.call("mimir_log", total)) if log else None
-    if vectors is not None:
-        written = {j: (idx, d, e) for (j, idx, _, _), (d, e) in zip(slots, values, strict=True)}
+    log_total = c.body.let(lw.call("mimir_log", total)) if log else None
+    row.write(position, values, total, log_total)
 
-        def write(j: Expr) -> None:
-            idx, d, e = written[j]
-            _write(c, idx, d, e, total, log_total)
 
-        with ExitStack() as nested:
-            for r, inside in vectors.each:
-                if skip_past and inside is not None:  # nested, as the max's guards
+class _HeldRow:
+    """The slots of a row a thread holds in registers (`_row_in_registers`): (j, its
+    position, its value, whether every thread's slot is in the row)."""
+
+    def __init__(
+        self,
+        c: KernelContext,
+        element: Any,
+        length: Any,
+        width: int,
+        vectors: RegisterVectors | None,
+        skip_past: bool,
+    ) -> None:
+        self.c, self.body, self.element = c, c.body, element
+        self.length, self.width, self.vectors, self.skip_past = length, width, vectors, skip_past
+        self.count = size_ir(length)
+        self.slots: list[tuple[Expr, Any, Expr, bool]] = []
+        # a vector lane's condition to be in the row (None: always), for the exp phase
+        self.lanes_inside: dict[int, Expr | None] = {}
+
+    def load(self, bound: int) -> None:
+        """The row's elements into the slots: each vector's lanes, or element j of each
+        slot (-inf past the row)."""
+        body, element, length, width, slots = (
+            self.body,
+            self.element,
+            self.length,
+            self.width,
+            self.slots,
+        )
+        vectors = self.vectors
+
+        def load(j: Expr, inside: Expr | None) -> None:
+            idx, v = element(j)
+            if inside is not None and not self.skip_past:  # past the row: -inf, as a guarded slot
+                v = lw.select(inside, v, lw.const(-lw.INF, "f32"))
+            self.lanes_inside[len(slots)] = inside
+            slots.append((j, idx, body.let(v, "v"), True))
+
+        for r, inside in vectors.each if vectors is not None else []:
+            vectors.read(r, inside, lambda j, inside=inside: load(j, inside))
+        lid = Builtin("local_x")
+        for k in range(sz.cdiv(bound, width) if vectors is None and isinstance(bound, int) else 0):
+            j = body.let(ibin("+", lid, u32(k * width)), "j")
+            full = isinstance(length, int) and (k + 1) * width <= length
+            if full:
+                idx, v = element(j)
+                slots.append((j, idx, body.let(v, "v"), True))
+                continue
+            v = body.var(lw.const(-lw.INF, "f32"), "v")
+            with body.if_(Binary("<", j, self.count, "bool")):
+                idx, value = element(j)
+                body.emit(Assign(v, value))
+            slots.append((j, idx, v, False))
+
+    def maximum(self) -> Expr:
+        """This thread's max of its slots. A guarded slot's work (max, exp, sum, write) is
+        all inside its guard, so a slot past the end of the row costs a compare and a
+        branch per phase."""
+        body, slots = self.body, self.slots
+        first = 0
+        if self.skip_past:
+            # a vector that may lie past the row: its lanes' max under its guard (they hold
+            # what its loads left, not -inf), so a thread past the row skips them. A
+            # thread's vectors in the row come first, so each guard is inside the one
+            # before: a thread meets one failing guard, not one per vector past the row
+            m = body.var(lw.const(-lw.INF, "f32"), "m")
+            with ExitStack() as nested:
+                while first < len(slots) and (inside := self.lanes_inside.get(first)) is not None:
                     nested.enter_context(body.if_(inside))
-                    vectors.read(r, None, write)
-                else:
-                    vectors.write(r, inside, write)
-        return
-    for (j, idx, _, full), (d, e) in zip(slots, values, strict=True):
-        with _unless(body, full, Binary("<", j, count, "bool")):
-            # a guarded slot's position is made again here: the one made under its load's
-            # guard may name a value only that block defines
-            _write(c, idx if full else position(j), d, e, total, log_total)
+                    for _, _, v, _ in slots[first : first + LANES]:
+                        body.emit(Assign(m, running_max(m, v)))
+                    first += LANES
+        elif slots[0][3]:
+            m = body.var(slots[0][2], "m")
+            first = 1
+        else:
+            m = body.var(lw.const(-lw.INF, "f32"), "m")
+        for j, _, v, full in slots[first:]:
+            with _unless(body, full, Binary("<", j, self.count, "bool")):
+                body.emit(Assign(m, running_max(m, v)))
+        return m
+
+    def exponentials(self, top: Expr, log: bool) -> tuple[list[tuple[Expr, Expr]], Expr]:
+        """(d, e) of each slot, `d = v - top` and `e = exp(d)`, and this thread's sum of
+        the e."""
+        body, slots = self.body, self.slots
+        s = body.var(lw.const(0, "f32"), "s")
+        values: list[tuple[Expr, Expr]] = []
+
+        def exps_under(guards: list[tuple[Expr, list[Expr]]]) -> list[tuple[Expr, Expr]]:
+            """`d = v - top`, `e = exp(d)` and `s += e` for each of the values held under
+            each condition, each guard inside the one before (`nested`); outside them only
+            what the write reads (e, or d for a log-softmax; 0 where a guard fails) is
+            kept, in a variable."""
+            kept = [
+                [body.var(lw.const(0, "f32"), "d" if log else "e") for _ in h] for _, h in guards
+            ]
+            with ExitStack() as nested:
+                for (cond, held), variables in zip(guards, kept, strict=True):
+                    nested.enter_context(body.if_(cond))
+                    for v, var in zip(held, variables, strict=True):
+                        d = body.let(lw.bin_("-", v, top), "d")
+                        e = body.let(lw.call("exp", d), "e")
+                        body.emit(Assign(s, lw.bin_("+", s, e)))
+                        body.emit(Assign(var, d if log else e))
+            # (d, e): `_write` reads the one it needs
+            return [(var, var) for variables in kept for var in variables]
+
+        k = 0
+        vectors_past: list[tuple[Expr, list[Expr]]] = []
+        while self.skip_past and k < len(slots) and self.lanes_inside.get(k) is not None:
+            # a vector that may lie past the row (a length below the bound): its lanes' exp
+            # and sum under its guard, nested as the max's, so a thread past the row skips
+            inside = self.lanes_inside[k]
+            assert inside is not None
+            vectors_past.append((inside, [slot[2] for slot in slots[k : k + LANES]]))
+            k += LANES
+        if vectors_past:
+            values += exps_under(vectors_past)
+        for j, _, v, full in slots[k:]:
+            if full:
+                d = body.let(lw.bin_("-", v, top), "d")
+                e = body.let(lw.call("exp", d), "e")
+                body.emit(Assign(s, lw.bin_("+", s, e)))
+                values.append((d, e))
+                continue
+            values += exps_under([(Binary("<", j, self.count, "bool"), [v])])
+        return values, s
+
+    def write(
+        self, position: Any, values: list[tuple[Expr, Expr]], total: Expr, log_total: Expr | None
+    ) -> None:
+        """Each slot's softmax, through the epilogue (a vector past the row not written)."""
+        c, body, vectors, slots = self.c, self.body, self.vectors, self.slots
+        if vectors is not None:
+            written = {j: (idx, d, e) for (j, idx, _, _), (d, e) in zip(slots, values, strict=True)}
+
+            def write(j: Expr) -> None:
+                idx, d, e = written[j]
+                _write(c, idx, d, e, total, log_total)
+
+            with ExitStack() as nested:
+                for r, inside in vectors.each:
+                    if self.skip_past and inside is not None:  # nested, as the max's guards
+                        nested.enter_context(body.if_(inside))
+                        vectors.read(r, None, write)
+                    else:
+                        vectors.write(r, inside, write)
+            return
+        for (j, idx, _, full), (d, e) in zip(slots, values, strict=True):
+            with _unless(body, full, Binary("<", j, self.count, "bool")):
+                # a guarded slot's position is made again here: the one made under its
+                # load's guard may name a value only that block defines
+                _write(c, idx if full else position(j), d, e, total, log_total)
 
 
 @contextmanager
