@@ -226,7 +226,7 @@ def test_a_literal_row_is_loaded_once_per_element(tmp_path: Path) -> None:
     (kernel,) = json.loads(files["log_softmax_row_512.manifest.json"])["kernels"]
     per_thread = 512 // kernel["workgroup_size"][0]
     assert "$L_loop" not in text  # the row is not walked twice
-    assert text.count("// exp: mimir.codegen.ptx.mathlib") == per_thread
+    assert text.count("// exp: mimir.codegen.backends.ptx.mathlib") == per_thread
     softmax = tmp_path / "softmax"
     softmax.mkdir()
     assert _bytes_loaded("rows", "log_softmax_row_512", {"N": rows}, softmax) == 4 * rows * 512

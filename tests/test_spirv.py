@@ -38,6 +38,8 @@ from typer.testing import CliRunner
 from mimir.cli import app
 from mimir.codegen import compile_source
 from mimir.codegen.backends import SPIRV
+from mimir.codegen.backends.spirv import split_instructions
+from mimir.codegen.backends.spirv.spec import Capability, Decoration, Op, StorageClass
 from mimir.codegen.ir import (
     Binary,
     BufferParam,
@@ -55,8 +57,6 @@ from mimir.codegen.ir import (
     VarDecl,
 )
 from mimir.codegen.manifest import validate_manifest
-from mimir.codegen.spirv import split_instructions
-from mimir.codegen.spirv.spec import Capability, Decoration, Op, StorageClass
 from mimir.diagnostics.codes import REGISTRY
 from mimir.runtime.verify import choose_dims, default_scalars, grow_dims, largest_buffer
 

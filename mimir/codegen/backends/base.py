@@ -64,7 +64,9 @@ _PREC = {
     "<": 50, "<=": 50, ">": 50, ">=": 50, "==": 45, "!=": 45,
     "&": 40, "^": 39, "|": 38, "&&": 30, "||": 29,
 }  # fmt: skip
-_ATOM, _UNARY = 100, 90
+# the precedence of an atom and of a unary operation, as `expr` (and a target's `literal`)
+# returns them beside its text
+ATOM, UNARY = 100, 90
 
 
 @dataclass(frozen=True)
@@ -254,34 +256,34 @@ class Backend:
         if isinstance(e, Const):
             return self.literal(e)
         if isinstance(e, Var):
-            return self.names(e.name), _ATOM
+            return self.names(e.name), ATOM
         if isinstance(e, Load):
-            return f"{self.names(e.array)}[{self.expr(e.index)}]", _ATOM
+            return f"{self.names(e.array)}[{self.expr(e.index)}]", ATOM
         if isinstance(e, Uniform):
-            return self.uniform(e.field), _ATOM
+            return self.uniform(e.field), ATOM
         if isinstance(e, Builtin):
-            return self.builtin(e.name), _ATOM
+            return self.builtin(e.name), ATOM
         if isinstance(e, Cast):
-            return self.cast(self.expr(e.a), e.type), _ATOM
+            return self.cast(self.expr(e.a), e.type), ATOM
         if isinstance(e, Bitcast):
-            return self.bitcast(self.expr(e.a), e.type), _ATOM
+            return self.bitcast(self.expr(e.a), e.type), ATOM
         if isinstance(e, Select):
             parts = (self.expr(e.cond), self.expr(e.if_true), self.expr(e.if_false))
-            return self.select(*parts), _ATOM
+            return self.select(*parts), ATOM
         if isinstance(e, Call):
             args = [self.expr(a) for a in e.args]
             if e.fn in self.intrinsics:
-                return self.intrinsics[e.fn].format(*args), _ATOM
-            return f"{self.names(e.fn)}({', '.join(args)})", _ATOM
+                return self.intrinsics[e.fn].format(*args), ATOM
+            return f"{self.names(e.fn)}({', '.join(args)})", ATOM
         if isinstance(e, Unary):
             inner, prec = self._expr(e.a)
-            if prec < _ATOM:
+            if prec < ATOM:
                 inner = f"({inner})"
-            return f"{e.op}{inner}", _UNARY
+            return f"{e.op}{inner}", UNARY
         if isinstance(e, Binary):
             return self._binary(e)
         if isinstance(e, WarpReduce):
-            return self.warp_reduce(e), _ATOM
+            return self.warp_reduce(e), ATOM
         raise TypeError(f"cannot print {e!r}")
 
     def warp_reduce(self, e: WarpReduce) -> str:
@@ -290,7 +292,7 @@ class Backend:
     def _binary(self, e: Binary) -> tuple[str, int]:
         override = self.binary_overrides.get((e.op, e.a.type))
         if override is not None:
-            return override.format(a=self.expr(e.a), b=self.expr(e.b)), _ATOM
+            return override.format(a=self.expr(e.a), b=self.expr(e.b)), ATOM
         prec = _PREC[e.op]
         parts = []
         for side, child in (("left", e.a), ("right", e.b)):
@@ -301,9 +303,9 @@ class Backend:
                 needs = True  # WGSL requires it; it reads better everywhere
             if e.op in _BITWISE and child_op is not None:
                 needs = True  # WGSL: the operands of a shift or a bit operation are unary
-            if cp == _UNARY and text.startswith("-") and e.op in ("+", "-"):
+            if cp == UNARY and text.startswith("-") and e.op in ("+", "-"):
                 needs = True
-            parts.append(f"({text})" if needs and cp < _ATOM else text)
+            parts.append(f"({text})" if needs and cp < ATOM else text)
         return f"{parts[0]} {e.op} {parts[1]}", prec
 
     # -- printing statements

@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 
 from mimir.codegen.backends.base import (
-    _ATOM,
-    _UNARY,
+    ATOM,
+    UNARY,
     Backend,
     Capabilities,
     shortest_float,
@@ -132,19 +132,19 @@ class MSL(Backend):
     def literal(self, c: Const) -> tuple[str, int]:
         v, t = c.value, c.type
         if t == "bool":
-            return ("true" if v else "false"), _ATOM
+            return ("true" if v else "false"), ATOM
         if t == "u32":
-            return f"{v}u", _ATOM
+            return f"{v}u", ATOM
         if t == "i32":
             if v == -(2**31):
-                return "(-2147483647 - 1)", _ATOM
-            return str(v), (_UNARY if v < 0 else _ATOM)
+                return "(-2147483647 - 1)", ATOM
+            return str(v), (UNARY if v < 0 else ATOM)
         if math.isnan(v):
-            return "as_type<float>(0x7fc00000u)", _ATOM
+            return "as_type<float>(0x7fc00000u)", ATOM
         if math.isinf(v):
-            return f"as_type<float>({_NONFINITE[v]})", _ATOM
+            return f"as_type<float>({_NONFINITE[v]})", ATOM
         text = shortest_float(v) + "f"
-        return text, (_UNARY if text.startswith("-") else _ATOM)
+        return text, (UNARY if text.startswith("-") else ATOM)
 
     def bitcast(self, e: str, t: str) -> str:
         return f"as_type<{self.type_map[t]}>({e})"

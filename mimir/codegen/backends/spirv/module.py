@@ -16,8 +16,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from mimir.codegen.spirv import instructions as ins
-from mimir.codegen.spirv.spec import (
+from mimir.codegen.backends.spirv import instructions as ins
+from mimir.codegen.backends.spirv.spec import (
     GENERATOR,
     MAGIC,
     VERSION_1_3,

@@ -3,14 +3,14 @@
 Grouped by the spec's sections (3.52.x), as naga's `spv/instructions.rs`.
 Arguments are ids (ints) and literals in the operand order of the spec; the
 first word of every instruction is `word_count << 16 | opcode`. Nothing here
-allocates ids or orders a module; that is `mimir.codegen.spirv.module`'s job.
+allocates ids or orders a module; that is `mimir.codegen.backends.spirv.module`'s job.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mimir.codegen.spirv.spec import (
+from mimir.codegen.backends.spirv.spec import (
     GLSL,
     AddressingModel,
     Capability,

@@ -1,4 +1,4 @@
-"""Exact CPU execution of the PTX instruction sequences in `mimir.codegen.ptx.mathlib`.
+"""Exact CPU execution of the PTX instruction sequences in `mimir.codegen.backends.ptx.mathlib`.
 
 Each opcode those sequences use is modelled as the PTX ISA defines it, with
 IEEE 754 binary32 round-to-nearest-even done exactly (a double operation
@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from mimir.codegen.ptx.mathlib import F32, Int, Op, Seq, sequences
+from mimir.codegen.backends.ptx.mathlib import F32, Int, Op, Seq, sequences
 
 __all__ = ["evaluate", "round_f32", "run", "ulp", "ulp_error"]
 

@@ -24,6 +24,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from mimir.codegen.backends.spirv import instructions as ins
+from mimir.codegen.backends.spirv.body import BodyEmitter, Resources
+from mimir.codegen.backends.spirv.module import Function, Module
+from mimir.codegen.backends.spirv.spec import (
+    GLSL_SET,
+    BuiltIn,
+    Capability,
+    Decoration,
+    StorageClass,
+)
 from mimir.codegen.ir import (
     Builtin,
     Fence,
@@ -35,10 +45,6 @@ from mimir.codegen.ir import (
     vector_only_buffers,
     walk_statements,
 )
-from mimir.codegen.spirv import instructions as ins
-from mimir.codegen.spirv.body import BodyEmitter, Resources
-from mimir.codegen.spirv.module import Function, Module
-from mimir.codegen.spirv.spec import GLSL_SET, BuiltIn, Capability, Decoration, StorageClass
 
 BUILTINS = {
     "local": BuiltIn.LocalInvocationId,

@@ -6,7 +6,7 @@ name, strings quoted, constants typed by their result type. Ids are named from
 `OpName` where the module gives one, types and constants get descriptive names
 (`%uint`, `%_ptr_StorageBuffer_float`, `%float_0_5`), and the rest keep their
 number (`%42`). It reads every instruction Mimir's builder writes
-(`mimir.codegen.spirv.spec.LAYOUT`) and prints anything else as a comment.
+(`mimir.codegen.backends.spirv.spec.LAYOUT`) and prints anything else as a comment.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import re
 import struct
 from collections.abc import Sequence
 
-from mimir.codegen.spirv.module import split_instructions
-from mimir.codegen.spirv.spec import (
+from mimir.codegen.backends.spirv.module import split_instructions
+from mimir.codegen.backends.spirv.spec import (
     GLSL,
     GLSL_SET,
     LAYOUT,

@@ -1,8 +1,8 @@
 """The PTX backend's transcendental functions, as straight-line instruction sequences.
 
 Each function is written once, as a list of `Op`s over named temporaries, and
-that one list is both what the backend prints (`mimir.codegen.ptx.emit`) and
-what `mimir.codegen.ptx.emulate` executes on the CPU. Two sets, chosen by
+that one list is both what the backend prints (`mimir.codegen.backends.ptx.emit`) and
+what `mimir.codegen.backends.ptx.emulate` executes on the CPU. Two sets, chosen by
 `mimir compile-gpu --math` (`sequences(mode)`):
 
 - `precise` (`SEQUENCES`): every instruction is correctly rounded (`.rn`
@@ -55,9 +55,13 @@ import struct
 from dataclasses import dataclass
 from fractions import Fraction
 
+from mimir.codegen.mathlib import COS_TAYLOR, HALF_PI, PI, SIN_TAYLOR, f32, two_over_pi_words
+
 __all__ = [
     "ACCURACY",
     "F32",
+    "HALF_PI",
+    "PI",
     "SEQUENCES",
     "Int",
     "Op",
@@ -68,11 +72,6 @@ __all__ = [
     "pow_f32",
     "tanh_f32",
 ]
-
-
-def f32(x: float) -> float:
-    """`x` rounded to the nearest float32 (as a Python float)."""
-    return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
 def _from_bits(bits: int) -> float:
@@ -266,28 +265,7 @@ def tanh_f32(s: Seq, x: str, exp=None, divide=None) -> str:
 # ---------------------------------------------------------------- sin and cos
 
 
-def _atan_inverse(n: int, one: int) -> int:
-    """atan(1/n) * one, by its Taylor series in fixed point (one = 2**bits)."""
-    total, power, k = 0, one // n, 0
-    while power:
-        term = power // (2 * k + 1)
-        total += -term if k % 2 else term
-        power //= n * n
-        k += 1
-    return total
-
-
-def _pi_fixed(bits: int) -> Fraction:
-    """pi to about `bits` bits (Machin's formula, 16 guard bits), as an exact rational."""
-    one = 1 << (bits + 16)
-    pi = 16 * _atan_inverse(5, one) - 4 * _atan_inverse(239, one)
-    return Fraction(pi >> 16, 1 << bits)
-
-
-PI = _pi_fixed(320)
-HALF_PI = PI / 2
-
-
+# pi, 2/pi's bits and the Taylor coefficients are every target's (`mimir.codegen.mathlib`)
 def _f32_of(q: Fraction) -> float:
     return f32(float(q))  # float(q) is q correctly rounded to double; then to float32
 
@@ -307,23 +285,12 @@ HALF_PI_LO = TRIG_P2
 TRIG_HUGE = 2.0**17
 
 
-# Payne-Hanek's table: 16 zero bits, then the bits of 2/pi (bit i weighs 2^-i, i >= 1),
-# as seven 32-bit words; the window used starts at bit E + 14 for x = m 2^E, m < 2^24.
-def two_over_pi_words(pad: int, count: int) -> tuple[int, ...]:
-    """floor(2/pi 2^(32 count - pad)) as `count` 32-bit words, most significant first:
-    `pad` zero bits, then the bits of 2/pi (PI has 320 bits, far past these)."""
-    bits = 32 * count - pad
-    table = (1 << (bits + 1)) * PI.denominator // PI.numerator
-    return tuple((table >> (32 * (count - 1 - k))) & 0xFFFFFFFF for k in range(count))
-
-
+# Payne-Hanek's table: 16 zero bits, then the bits of 2/pi, as seven 32-bit words; the
+# window used starts at bit E + 14 for x = m 2^E, m < 2^24.
 _PH_PAD = 16
 TWO_OVER_PI_WORDS = two_over_pi_words(_PH_PAD, 7)
-# sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2) on |r| <= pi/4 (a little more
-# when rint(x 2/pi) rounds the other way): Taylor coefficients; the first term left
-# out is below 2^-28 relative (r^10/11! and r^12/12!).
-SIN_POLY = tuple(F32((-1) ** k / math.factorial(2 * k + 1)) for k in range(1, 5))
-COS_POLY = tuple(F32((-1) ** k / math.factorial(2 * k)) for k in range(2, 6))
+SIN_POLY = tuple(F32(c) for c in SIN_TAYLOR)
+COS_POLY = tuple(F32(c) for c in COS_TAYLOR)
 
 
 def _reduce_small(s: Seq, x: str) -> tuple[str, str]:

@@ -1,6 +1,6 @@
 """The PTX backend's tables: IR operators, types and builtins to PTX instruction names.
 
-Legalisation lives in `mimir.codegen.ptx.emit`; these are plain lookups. Float
+Legalisation lives in `mimir.codegen.backends.ptx.emit`; these are plain lookups. Float
 arithmetic always names its rounding (`.rn`) so ptxas cannot contract a
 multiply and an add into an `fma`; integer `div`/`rem` truncate, as the IR says.
 """

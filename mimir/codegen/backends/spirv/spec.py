@@ -6,8 +6,8 @@ Every number here is copied from the SPIR-V unified grammar
 them against those files when Debian's `spirv-headers` is installed.
 
 `LAYOUT` gives each opcode's operand kinds, in order, for the disassembler
-(`mimir.codegen.spirv.disasm`); the instruction builders
-(`mimir.codegen.spirv.instructions`) write the same operands.
+(`mimir.codegen.backends.spirv.disasm`); the instruction builders
+(`mimir.codegen.backends.spirv.instructions`) write the same operands.
 """
 
 from __future__ import annotations

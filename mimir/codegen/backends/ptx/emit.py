@@ -1,7 +1,7 @@
 """Lowering kernel-IR bodies to PTX instructions: expressions, statements, control flow.
 
 `Emitter` turns one IR body (a kernel's or a helper's) into PTX lines over
-fresh virtual registers (`mimir.codegen.ptx.registers`). Expressions become
+fresh virtual registers (`mimir.codegen.backends.ptx.registers`). Expressions become
 three-address instructions and yield an operand (a register, or an immediate
 where PTX takes one); statements become instructions, predicated branches and
 labels. It prints the IR; it never re-derives what the IR means. The IR's
@@ -18,7 +18,7 @@ semantics (`mimir.codegen.ir`) and how they are kept:
 - float16 values are held as `.b16` bits; arithmetic on them goes through
   f32 and rounds back once (`cvt.rn.f16.f32`), which is the correctly
   rounded half result for `+ - * /`;
-- exp, log, tanh, sin, cos and pow are the sequences of `mimir.codegen.ptx.mathlib`,
+- exp, log, tanh, sin, cos and pow are the sequences of `mimir.codegen.backends.ptx.mathlib`,
   the fast ones by default (`ex2.approx.ftz`, `rcp.approx.ftz`; sigmoid, tanh and gelu
   inlined instead of called) and the correctly rounded ones with `--math precise`;
   sqrt is `sqrt.rn.f32` (fast math: `1 / sqrt(y)`, how `rsqrt` lowers, is
@@ -43,6 +43,18 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from mimir.codegen.backends.ptx import mathlib
+from mimir.codegen.backends.ptx.registers import CLASS_OF, Registers
+from mimir.codegen.backends.ptx.tables import (
+    ARITH,
+    COMPARE,
+    ELEMENT_BYTES,
+    MEMORY_TYPE,
+    MOV,
+    SHIFTS,
+    SIMPLE_INTRINSICS,
+    TYPE,
+)
 from mimir.codegen.ir import (
     COMPARISONS,
     Assign,
@@ -77,18 +89,6 @@ from mimir.codegen.ir import (
     WarpReduce,
     all_expressions,
     walk_statements,
-)
-from mimir.codegen.ptx import mathlib
-from mimir.codegen.ptx.registers import CLASS_OF, Registers
-from mimir.codegen.ptx.tables import (
-    ARITH,
-    COMPARE,
-    ELEMENT_BYTES,
-    MEMORY_TYPE,
-    MOV,
-    SHIFTS,
-    SIMPLE_INTRINSICS,
-    TYPE,
 )
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, RefusalError
 
@@ -626,6 +626,8 @@ class Emitter:
         result = mathlib.sequences(self.math)[name](seq, *inputs)
         names = dict(zip(inputs, args, strict=True))
         accuracy = mathlib.accuracy(name, self.math)
+        # (the comment names the module by the path it had when the snapshots were made:
+        # emitted kernels stay byte-identical; it lives in `backends/ptx/mathlib.py`)
         self.comment(f"{name}: mimir.codegen.ptx.mathlib, {self.math} math ({accuracy})")
         starts = {skip.start: skip for skip in seq.skips}
         ends: dict[int, str] = {}

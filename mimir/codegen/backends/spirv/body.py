@@ -1,6 +1,6 @@
 """Function bodies: IR statements and expressions as SPIR-V blocks and instructions.
 
-`BodyEmitter` writes one function (`mimir.codegen.spirv.module.Function`)
+`BodyEmitter` writes one function (`mimir.codegen.backends.spirv.module.Function`)
 from IR statements, in structured control flow:
 
 - `If` is a selection construct (`OpSelectionMerge`); when both branches
@@ -27,6 +27,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
+from mimir.codegen.backends.spirv import instructions as ins
+from mimir.codegen.backends.spirv.module import Function, Module
+from mimir.codegen.backends.spirv.spec import GLSL, MemorySemantics, Scope, StorageClass
 from mimir.codegen.ir import (
     Assign,
     AtomicAdd,
@@ -56,9 +59,6 @@ from mimir.codegen.ir import (
     walk_expr,
     walk_statements,
 )
-from mimir.codegen.spirv import instructions as ins
-from mimir.codegen.spirv.module import Function, Module
-from mimir.codegen.spirv.spec import GLSL, MemorySemantics, Scope, StorageClass
 
 _SIGNED = {
     "+": ins.op_i_add, "-": ins.op_i_sub, "*": ins.op_i_mul, "/": ins.op_s_div,
