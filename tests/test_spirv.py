@@ -228,7 +228,8 @@ def test_bindings_are_the_manifests_and_read_only_variables_are_non_writable(ste
                 ops for op, ops in split_instructions(ws)
                 if op == Op.MemberDecorate and ops[2] == Decoration.NonWritable
             ]  # fmt: skip
-            assert not member_non_writable  # naga ignores it there (DESIGN.md section 5)
+            # naga ignores it there (ARCHITECTURE.md, "Correctness without a GPU")
+            assert not member_non_writable
 
 
 def _capabilities(data: bytes) -> set[int]:

@@ -346,6 +346,10 @@ def offset(body: Any, base: Expr, r: Expr) -> Expr:
 # 1024 for a workgroup of 128, as Triton's 1024 block of 4 warps
 HELD = 2
 
+# Row elements one thread keeps in registers when a `row` or `softmax` launch reads its row
+# once (a literal row, a multiple of the workgroup's width)
+ROW_REGISTERS = 16
+
 
 def if_held(
     c: KernelContext, length: Any, width: int, held: Any, other: Any, count: int = HELD

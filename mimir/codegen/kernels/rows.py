@@ -24,6 +24,7 @@ from mimir.codegen.kernels.handoff import hand_off
 from mimir.codegen.kernels.loops import (
     HELD,
     LANES,
+    ROW_REGISTERS,
     RegisterVectors,
     if_held,
     offset,
@@ -34,7 +35,6 @@ from mimir.codegen.kernels.loops import (
     word_vectors,
 )
 from mimir.codegen.kernels.online import running_max, stable_shift
-from mimir.codegen.kernels.softmax import ROW_REGISTERS
 from mimir.codegen.kernels.warp import group_total, op_for
 from mimir.codegen.kernels.whole import whole_of_rows
 from mimir.codegen.schedule.layout import (

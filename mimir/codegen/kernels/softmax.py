@@ -20,6 +20,7 @@ from mimir.codegen.kernels.context import Built, KernelContext, row_width
 from mimir.codegen.kernels.loops import (
     HELD,
     LANES,
+    ROW_REGISTERS,
     RegisterVectors,
     if_held,
     offset,
@@ -33,9 +34,6 @@ from mimir.codegen.kernels.warp import slots
 from mimir.codegen.schedule.layout import softmax_input
 from mimir.codegen.schedule.plan import Rooted
 from mimir.dtypes import float16, float32
-
-# Row elements one thread keeps in registers when softmax reads its row once.
-ROW_REGISTERS = 16
 
 
 def build(c: KernelContext) -> Built:

@@ -3,7 +3,8 @@
 Every backend has the instruction (`fma.rn.f32`, MSL and WGSL `fma`, GLSL.std.450
 `Fma`), and a GPU runs it at the cost of the multiply alone. The result can differ
 from the shim's twice-rounded `a * b + c` by half an ulp of the product; tests compare
-float outputs under a tolerance (DESIGN.md section 8), never bit for bit.
+float outputs under a tolerance (ARCHITECTURE.md, "Exactness and
+tolerance"), never bit for bit.
 
 Contracted in the kernel body only, never inside a `Helper`: helpers are written
 instruction by instruction (the maximum with NaN rules, the bit-exact sequences), and

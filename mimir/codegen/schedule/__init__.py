@@ -1,4 +1,4 @@
-"""Scheduling a proven kernel graph into launches (DESIGN.md sections 1 and 4).
+"""Scheduling a proven kernel graph into launches (ARCHITECTURE.md, "The pipeline").
 
 The graph's ops fall into two families:
 

@@ -5,7 +5,8 @@ Resources, as the manifest states them (descriptor set = group, binding = bindin
 - each storage buffer is a `StorageBuffer` variable of a `Block` struct
   holding a runtime array (`ArrayStride` = element size, member `Offset` 0);
   a read-only buffer's variable is decorated `NonWritable` (on the variable,
-  not the member: naga ignores member-level `NonWritable`, DESIGN.md section 5);
+  not the member: naga ignores member-level `NonWritable`: ARCHITECTURE.md,
+  "Correctness without a GPU");
 - the uniform block is a `Uniform` variable of a `Block` struct with the
   manifest's fields in order, 4 bytes each (`Offset` 4 * i);
 - shared arrays are `Workgroup` variables of fixed-size arrays;
