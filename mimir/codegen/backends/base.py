@@ -33,6 +33,8 @@ from mimir.codegen.ir import (
     Expr,
     Fence,
     For,
+    GlobalVectorLoad,
+    GlobalVectorStore,
     Helper,
     If,
     Kernel,
@@ -48,8 +50,6 @@ from mimir.codegen.ir import (
     Uniform,
     Var,
     VarDecl,
-    VectorLoad,
-    VectorStore,
     WarpReduce,
     all_expressions,
     lower_vectors,
@@ -127,14 +127,14 @@ def shortest_float(value: float) -> str:
     return text
 
 
-def lane(s: VectorLoad | VectorStore, k: int) -> Expr:
+def lane(s: GlobalVectorLoad | GlobalVectorStore, k: int) -> Expr:
     """The index of lane `k` of a vector access."""
     return s.index if k == 0 else Binary("+", s.index, Const(k, "u32"), "u32")
 
 
-def vector_index(s: VectorLoad | VectorStore) -> Expr:
+def vector_index(s: GlobalVectorLoad | GlobalVectorStore) -> Expr:
     """The index of a vector access in an array of vectors (`index` is a multiple of 4)."""
-    lanes = len(s.vars) if isinstance(s, VectorLoad) else len(s.values)
+    lanes = len(s.vars) if isinstance(s, GlobalVectorLoad) else len(s.values)
     shift = lanes.bit_length() - 1
     return Binary(">>", s.index, Const(shift, "u32"), "u32")
 
@@ -330,9 +330,9 @@ class Backend:
             return self.atomic_add(s, pad)
         if isinstance(s, (Publish, Await, Retract)):
             return self.handoff(s, pad)
-        if isinstance(s, VectorLoad):
+        if isinstance(s, GlobalVectorLoad):
             return self.vector_load(s, pad)
-        if isinstance(s, VectorStore):
+        if isinstance(s, GlobalVectorStore):
             return self.vector_store(s, pad)
         if isinstance(s, If):
             lines = [f"{pad}if ({self.expr(s.cond)}) {{", *self.block(s.then, indent + 1)]
@@ -354,14 +354,14 @@ class Backend:
     def let(self, name: str, t: str, value: str) -> str:
         raise NotImplementedError
 
-    def vector_load(self, s: VectorLoad, pad: str) -> list[str]:
+    def vector_load(self, s: GlobalVectorLoad, pad: str) -> list[str]:
         """One scalar load per lane (a target with vector access overrides this)."""
         return [
             pad + self.let(self.names(v.name), v.type, self.expr(Load(s.array, lane(s, k), v.type)))
             for k, v in enumerate(s.vars)
         ]
 
-    def vector_store(self, s: VectorStore, pad: str) -> list[str]:
+    def vector_store(self, s: GlobalVectorStore, pad: str) -> list[str]:
         return [
             f"{pad}{self.names(s.array)}[{self.expr(lane(s, k))}] = {self.expr(v)};"
             for k, v in enumerate(s.values)

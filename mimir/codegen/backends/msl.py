@@ -35,10 +35,10 @@ from mimir.codegen.ir import (
     Const,
     Fence,
     For,
+    GlobalVectorLoad,
+    GlobalVectorStore,
     Helper,
     Kernel,
-    VectorLoad,
-    VectorStore,
     WarpReduce,
     all_expressions,
     walk_statements,
@@ -163,7 +163,7 @@ class MSL(Backend):
         qualifier = "device const" if const else "device"
         return f"(({qualifier} {self.type_map[elem]}{lanes}*){self.names(array)})"
 
-    def vector_load(self, s: VectorLoad, pad: str) -> list[str]:
+    def vector_load(self, s: GlobalVectorLoad, pad: str) -> list[str]:
         # a vector type is aligned to its size: the scheduler proved the offset is
         lanes = len(s.vars)
         elem = s.vars[0].type
@@ -176,7 +176,7 @@ class MSL(Backend):
         ]
         return lines
 
-    def vector_store(self, s: VectorStore, pad: str) -> list[str]:
+    def vector_store(self, s: GlobalVectorStore, pad: str) -> list[str]:
         lanes = len(s.values)
         elem = next(b.elem for b in self._kernel.buffers if b.name == s.array)
         target = f"{self._vector_pointer(s.array, lanes, False)}[{self.expr(vector_index(s))}]"

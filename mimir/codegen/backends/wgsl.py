@@ -34,13 +34,13 @@ from mimir.codegen.ir import (
     Const,
     Expr,
     For,
+    GlobalVectorLoad,
+    GlobalVectorStore,
     Helper,
     Kernel,
     Load,
     Publish,
     Retract,
-    VectorLoad,
-    VectorStore,
     all_expressions,
     vector_only_buffers,
 )
@@ -199,7 +199,7 @@ class WGSL(Backend):
             f"{name} += {self.expr(s.step)})"
         )
 
-    def vector_load(self, s: VectorLoad, pad: str) -> list[str]:
+    def vector_load(self, s: GlobalVectorLoad, pad: str) -> list[str]:
         # WGSL has no reinterpreting view of a buffer: a buffer the kernel reads only a
         # vector at a time is declared as an array of vectors, any other one lane by lane
         if s.array not in self._vector_buffers:
@@ -212,7 +212,7 @@ class WGSL(Backend):
         ]
         return lines
 
-    def vector_store(self, s: VectorStore, pad: str) -> list[str]:
+    def vector_store(self, s: GlobalVectorStore, pad: str) -> list[str]:
         if s.array not in self._vector_buffers:
             return super().vector_store(s, pad)
         elem = self._elems[s.array]

@@ -29,14 +29,14 @@ from mimir.codegen.ir import (
     AtomicAdd,
     Await,
     BufferParam,
+    GlobalVectorLoad,
+    GlobalVectorStore,
     Kernel,
     Load,
     Publish,
     Retract,
     Store,
     Uniform,
-    VectorLoad,
-    VectorStore,
     all_expressions,
     drop_unread_lets,
     walk_statements,
@@ -97,10 +97,12 @@ def build(s: Schedule, index: int, tensor_cores: bool = False) -> Kernel:
     workgroup_size, dispatch = BUILDERS[plan.kind](c)
     body = drop_unread_lets(c.body.root)
     shared_names = {a.name for a in c.shared}
-    stored = {st.array for st in walk_statements(body) if isinstance(st, (Store, VectorStore))}
+    stored = {
+        st.array for st in walk_statements(body) if isinstance(st, (Store, GlobalVectorStore))
+    }
     exprs = list(all_expressions(body))
     loaded = {e.array for e in exprs if isinstance(e, Load)}
-    loaded |= {st.array for st in walk_statements(body) if isinstance(st, VectorLoad)}
+    loaded |= {st.array for st in walk_statements(body) if isinstance(st, GlobalVectorLoad)}
     handoff = (AtomicAdd, Publish, Await, Retract)
     atomic = {st.array for st in walk_statements(body) if isinstance(st, handoff)}
     stored |= atomic  # (an atomic is read_write, even one only awaited)

@@ -8,7 +8,7 @@ from typing import Any
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
 from mimir.codegen.builder import ibin, size_ir, u32
-from mimir.codegen.ir import Assign, Binary, Builtin, Const, Expr, If, VarDecl, VectorLoad
+from mimir.codegen.ir import Assign, Binary, Builtin, Const, Expr, GlobalVectorLoad, If, VarDecl
 from mimir.codegen.kernels.context import KernelContext
 from mimir.codegen.kernels.vectorized import vectorise
 
@@ -212,12 +212,12 @@ def row_vector(
             if entry not in c.vectorized:
                 c.vectorized.append(entry)
     for st in stmts:
-        if loaded_if is not None and isinstance(st, VectorLoad):
+        if loaded_if is not None and isinstance(st, GlobalVectorLoad):
             # the lanes are variables, 0 unless the load runs (in fresh names, in its block)
             fresh = tuple(body.fresh("ld", v.type) for v in st.vars)
             for v in st.vars:
                 body.emit(VarDecl(v, lw.const(0, v.type)))
-            then: list[Any] = [VectorLoad(fresh, st.array, st.index)]
+            then: list[Any] = [GlobalVectorLoad(fresh, st.array, st.index)]
             then += [Assign(v, f) for v, f in zip(st.vars, fresh, strict=True)]
             body.emit(If(loaded_if, then))
             continue

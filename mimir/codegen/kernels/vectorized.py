@@ -5,8 +5,8 @@ threads) owns vectors `512g .. 512g+511`, and its thread `l` the two vectors
 `v = 512g + l` and `v + 256` (so neighbouring threads touch neighbouring 16 bytes, and
 each thread amortises its index arithmetic over eight elements). The four lanes of a
 vector are evaluated as in the scalar schedule (`KernelContext.write` at flat positions
-`4v + k`), then `vectorise` turns the lanes' accesses into `VectorLoad` and
-`VectorStore` where that is sound, buffer by buffer:
+`4v + k`), then `vectorise` turns the lanes' accesses into `GlobalVectorLoad` and
+`GlobalVectorStore` where that is sound, buffer by buffer:
 
 - the buffer is dense with exactly the output's element count (a same-shaped operand
   or an output; a broadcast operand, a slice or a concatenated part is not), so the
@@ -42,14 +42,14 @@ from mimir.codegen.ir import (
     Builtin,
     Expr,
     For,
+    GlobalVectorLoad,
+    GlobalVectorStore,
     If,
     Let,
     Load,
     Stmt,
     Store,
     Var,
-    VectorLoad,
-    VectorStore,
     all_expressions,
     drop_unread_lets,
     map_expr,
@@ -212,7 +212,7 @@ def vectorise(
     while head < len(lanes) and isinstance(lanes[head], Let) and lanes[head].var.name in defined:
         head += 1
     out: list[Stmt] = list(lanes[:head])
-    out += [VectorLoad(vs, n, index) for n, vs in lane_vars.items()]
+    out += [GlobalVectorLoad(vs, n, index) for n, vs in lane_vars.items()]
     values: dict[str, list[Expr]] = {n: [None] * len(flats) for n in writes}  # type: ignore[list-item]
     for st in lanes[head:]:
         st = _map_statement(st, replace)
@@ -222,7 +222,7 @@ def vectorise(
             values[st.array][lane(st.index)] = v  # type: ignore[index]
             continue
         out.append(st)
-    out += [VectorStore(n, index, tuple(values[n])) for n in sorted(writes)]
+    out += [GlobalVectorStore(n, index, tuple(values[n])) for n in sorted(writes)]
     accesses = [(n, "read") for n in sorted(loads)] + [(n, "write") for n in sorted(writes)]
     return out, accesses
 

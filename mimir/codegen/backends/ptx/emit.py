@@ -70,6 +70,8 @@ from mimir.codegen.ir import (
     Expr,
     Fence,
     For,
+    GlobalVectorLoad,
+    GlobalVectorStore,
     If,
     Let,
     Load,
@@ -83,8 +85,6 @@ from mimir.codegen.ir import (
     Uniform,
     Var,
     VarDecl,
-    VectorLoad,
-    VectorStore,
     WaitAsync,
     WarpReduce,
     all_expressions,
@@ -692,9 +692,9 @@ class Emitter:
             self.mma(s)
         elif isinstance(s, Store):
             self.store(s)
-        elif isinstance(s, VectorLoad):
+        elif isinstance(s, GlobalVectorLoad):
             self.vector_load(s)
-        elif isinstance(s, VectorStore):
+        elif isinstance(s, GlobalVectorStore):
             self.vector_store(s)
         elif isinstance(s, AtomicAdd):
             # `red` is `atom` without the old value (sm_20+; f32 adds since sm_20 as well);
@@ -805,7 +805,7 @@ class Emitter:
             raise refuse(f"a store of `{s.value.type}` into `{s.array}` of `{mem.elem}`")
         self.ins(f"st.{mem.space}.{MEMORY_TYPE[mem.elem]} {addr}, {value}")
 
-    def vector_load(self, s: VectorLoad) -> None:
+    def vector_load(self, s: GlobalVectorLoad) -> None:
         """`ld.global.nc.v4.f32 {a, b, c, d}, [addr]`: one 128-bit load (the scheduler
         proved the address a multiple of 16 bytes, `mimir.codegen.kernels.vectorized`)."""
         mem, addr = self.address(s.array, s.index)
@@ -818,7 +818,7 @@ class Emitter:
         for v, r in zip(s.vars, lanes, strict=True):
             self.env[v.name] = r
 
-    def vector_store(self, s: VectorStore) -> None:
+    def vector_store(self, s: GlobalVectorStore) -> None:
         mem, addr = self.address(s.array, s.index)
         if mem.elem not in TYPE or mem.space != "global":
             raise refuse(f"a vector access to `{s.array}` of `{mem.elem}`")

@@ -43,6 +43,8 @@ from mimir.codegen.ir import (
     Expr,
     Fence,
     For,
+    GlobalVectorLoad,
+    GlobalVectorStore,
     If,
     Let,
     Load,
@@ -54,8 +56,6 @@ from mimir.codegen.ir import (
     Uniform,
     Var,
     VarDecl,
-    VectorLoad,
-    VectorStore,
     walk_expr,
     walk_statements,
 )
@@ -362,9 +362,9 @@ class BodyEmitter:
                 self.fn.emit(ins.op_store(ptr, value))
         elif isinstance(s, AtomicAdd):
             self._atomic_add(s)
-        elif isinstance(s, VectorLoad):
+        elif isinstance(s, GlobalVectorLoad):
             self._vector_load(s)
-        elif isinstance(s, VectorStore):
+        elif isinstance(s, GlobalVectorStore):
             self._vector_store(s)
         elif isinstance(s, If):
             self._if(s)
@@ -401,7 +401,7 @@ class BodyEmitter:
         ptr = self._new(lambda r: ins.op_access_chain(ptr_type, r, var, [*prefix, i]))
         return ptr, vec
 
-    def _vector_load(self, s: VectorLoad) -> None:
+    def _vector_load(self, s: GlobalVectorLoad) -> None:
         """One load of a 4-vector, then its lanes; a buffer declared with scalar elements
         is read lane by lane."""
         if s.array not in self.res.vector_arrays:
@@ -417,7 +417,7 @@ class BodyEmitter:
             self.m.name(lane, self.name(v.name))
             self.scopes[-1][v.name] = ("ssa", lane)
 
-    def _vector_store(self, s: VectorStore) -> None:
+    def _vector_store(self, s: GlobalVectorStore) -> None:
         if s.array not in self.res.vector_arrays:
             for k, v in enumerate(s.values):
                 index = s.index if k == 0 else Binary("+", s.index, Const(k, "u32"), "u32")

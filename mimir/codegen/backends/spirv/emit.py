@@ -38,10 +38,10 @@ from mimir.codegen.backends.spirv.spec import (
 from mimir.codegen.ir import (
     Builtin,
     Fence,
+    GlobalVectorLoad,
     Kernel,
     Load,
     Uniform,
-    VectorLoad,
     all_expressions,
     vector_only_buffers,
     walk_statements,
@@ -88,7 +88,7 @@ def handed_off(kernel: Kernel) -> set[str]:
     if not any(isinstance(s, Fence) for s in walk_statements(kernel.body)):
         return set()
     loaded = {e.array for e in all_expressions(kernel.body) if isinstance(e, Load)}
-    loaded |= {s.array for s in walk_statements(kernel.body) if isinstance(s, VectorLoad)}
+    loaded |= {s.array for s in walk_statements(kernel.body) if isinstance(s, GlobalVectorLoad)}
     return {b.name for b in kernel.buffers if b.access == "read_write" and not b.atomic} & loaded
 
 
