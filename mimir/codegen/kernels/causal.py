@@ -6,6 +6,7 @@ import operator
 from typing import Any, NamedTuple
 
 from mimir.codegen import sizes as sz
+from mimir.codegen.tensors import Evaluator
 
 # a fill at or below this makes a masked score's exp(fill - max) 0 for any row whose max
 # is above it (at this magnitude the next float32 up is 7.6e22 higher)
@@ -31,7 +32,7 @@ class CausalReach(NamedTuple):
     proof: str
 
 
-def _float_literal(ev: Any, n: int) -> float | None:
+def _float_literal(ev: Evaluator, n: int) -> float | None:
     """A literal number (`-1e30`, `0.0`), or None."""
     node = ev.node(ev.resolve(n))
     if node["kind"] == "const" and isinstance(node.get("value"), (int, float)):
@@ -42,7 +43,7 @@ def _float_literal(ev: Any, n: int) -> float | None:
     return None
 
 
-def _positions(ev: Any, n: int, keys: list[Any]) -> str | None:
+def _positions(ev: Evaluator, n: int, keys: list[Any]) -> str | None:
     """'row' for `arange(n)[:, None]`, 'key' for `arange(n)[None, :]` (n the scores' rows,
     or keys): a tensor whose value is its own position on one of the last two axes."""
     node = ev.node(ev.resolve(n))
@@ -63,7 +64,7 @@ def _positions(ev: Any, n: int, keys: list[Any]) -> str | None:
     return None
 
 
-def _false_past(ev: Any, cond: int, keys: list[Any]) -> int | None:
+def _false_past(ev: Evaluator, cond: int, keys: list[Any]) -> int | None:
     """The d >= 0 such that the bool tensor `cond`, a function of positions alone, is True
     exactly where key j and row i (its last two axes, of sizes `keys`: the scores') have
     j - i <= d (so every row keeps key 0); None where that is not shown. The forms:
@@ -106,7 +107,7 @@ def _false_past(ev: Any, cond: int, keys: list[Any]) -> int | None:
     return None
 
 
-def causal_reach(ev: Any, x: int, scores: int) -> CausalReach | None:
+def causal_reach(ev: Evaluator, x: int, scores: int) -> CausalReach | None:
     """Where a softmax's input x (of the shape of the product `scores`) is
     `where(cond, s, fill)` with cond made from positions, True exactly where key j is
     at most d past row i (`_false_past`, d >= 0: every row keeps key 0, so no row is

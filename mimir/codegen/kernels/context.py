@@ -10,6 +10,7 @@ flow). Workgroup reductions are `mimir.codegen.kernels.warp.group_total`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mimir.codegen import lower as lw
@@ -19,10 +20,14 @@ from mimir.codegen.ir import Binary, Expr, Return, SharedArray, Store
 from mimir.codegen.schedule.layout import WG
 from mimir.codegen.schedule.plan import Elementwise, Plan, Rooted, Schedule
 from mimir.codegen.tensors import Evaluator
+from mimir.dims import Size
 from mimir.dtypes import DType, bfloat16, float16, float32
 
 # What a builder returns: its workgroup size and its dispatch (workgroups per axis, as sizes)
-Built = tuple[tuple[int, int, int], tuple[Any, Any, Any]]
+Built = tuple[tuple[int, int, int], tuple[Size, Size, Size]]
+# What a walk over elements calls at each (its position r or j), and a walk itself
+Visit = Callable[[Expr], None]
+Walk = Callable[[Visit], None]
 
 
 class KernelContext:

@@ -9,15 +9,15 @@ from typing import Any
 
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
-from mimir.codegen.builder import Idx, ibin, size_ir, u32
+from mimir.codegen.builder import Body, Idx, ibin, size_ir, u32
 from mimir.codegen.ir import Assign, Binary, Builtin, Cast, Const, Expr, Var
-from mimir.codegen.kernels.context import KernelContext, reg_dtype, row_width
+from mimir.codegen.kernels.context import KernelContext, Walk, reg_dtype, row_width
 from mimir.codegen.kernels.loops import offset, row_elements, strided
 from mimir.codegen.kernels.warp import group_total, op_for
 from mimir.codegen.schedule.layout import SERIAL_REDUCE_MAX, WG
 from mimir.codegen.schedule.plan import Rooted
-from mimir.codegen.tensors import Reduction
-from mimir.dims import BinOp
+from mimir.codegen.tensors import Evaluator, Reduction
+from mimir.dims import BinOp, Size
 from mimir.dtypes import DType, float32, uint32
 
 
@@ -43,7 +43,7 @@ def fold_elements(
     end: Expr,
     step: Expr,
     source: Any,
-    over: Any = None,
+    over: Walk | None = None,
 ) -> Var:
     """`acc = combine(acc, source(r))` for r in start, start + step, ... below end, or for
     the elements `over(visit)` visits (a row by `row_elements`, a chunk 4 wide)."""
@@ -136,13 +136,13 @@ def row_value(red: Reduction, total: Expr) -> Expr:
 
 def strided_pass(
     c: KernelContext,
-    count: Any,
+    count: Size,
     width: int,
     shared: str,
     init: Expr,
     step: Any,
     op: str,
-    row: tuple[Expr | None, tuple[Any, ...]] = (None, ()),
+    row: tuple[Expr | None, tuple[Size, ...]] = (None, ()),
 ) -> Expr:
     """Each thread folds `step(acc, r)` over r = lid, lid + width, ... below `count`, then
     the threads' results are combined with `op` (`group_total`, its threadgroup array
@@ -214,7 +214,7 @@ def launch_passes(c: KernelContext, red: Reduction, launch: TwoPass) -> tuple[An
 
 
 def variance(
-    body: Any, red: Reduction, ddof: int, element: Any, fold: Any, shared: tuple[str, str]
+    body: Body, red: Reduction, ddof: int, element: Any, fold: Any, shared: tuple[str, str]
 ) -> Expr:
     """`var` / `std`, two passes (`fold(init, step, op, shared)` over the elements
     `element(r)`, a `moments` launch's or a `row` launch's): the mean, then the sum of
@@ -236,7 +236,7 @@ def variance(
     return spread(body, red, squares, ddof)
 
 
-def spread(body: Any, red: Reduction, squares: Expr, ddof: int) -> Expr:
+def spread(body: Body, red: Reduction, squares: Expr, ddof: int) -> Expr:
     """A `var` from its squared deviations, over count - ddof, or its `std`."""
     divisor = lw.convert(size_ir(sz.simplify(BinOp("-", red.count, ddof))), uint32, float32)
     value = body.let(lw.bin_("/", squares, divisor), "var")
@@ -246,7 +246,7 @@ def spread(body: Any, red: Reduction, squares: Expr, ddof: int) -> Expr:
 
 
 def part_squares(
-    body: Any, count: Expr, k: Expr, size: int, s: Expr, q: Expr, mean: Expr
+    body: Body, count: Expr, k: Expr, size: int, s: Expr, q: Expr, mean: Expr
 ) -> tuple[Expr, Expr]:
     """Part k's share of the squared deviations from the whole `mean`, for a `var` split
     in parts of `size` elements (the last may be shorter) of `count`: q + n (s / n -
@@ -259,7 +259,7 @@ def part_squares(
     return lw.bin_("+", q, lw.bin_("*", n, lw.bin_("*", d, d))), rows
 
 
-def ddof_of(ev: Any, r: int) -> int:
+def ddof_of(ev: Evaluator, r: int) -> int:
     """The `ddof=` of `var` / `std` root `r` (0 if not given)."""
     node = ev.node(r)
     kw = dict(zip(node["keywords"], node["inputs"][1:], strict=True))
@@ -267,7 +267,7 @@ def ddof_of(ev: Any, r: int) -> int:
 
 
 def first_extremum(
-    body: Any, red: Reduction, element: Any, fold: Any, shared: tuple[str, str]
+    body: Body, red: Reduction, element: Any, fold: Any, shared: tuple[str, str]
 ) -> Expr:
     """`argmax` / `argmin` as an int32, two passes (`fold` over `element(r)`, as
     `variance`): the extremum (nan-propagating), then the first position r holding it,
@@ -277,7 +277,7 @@ def first_extremum(
 
 
 def best_and_first(
-    body: Any,
+    body: Body,
     red: Reduction,
     element: Any,
     fold: Any,

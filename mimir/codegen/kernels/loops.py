@@ -3,19 +3,21 @@ elements at a time where that is proven sound, and rows held in registers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
-from mimir.codegen.builder import ibin, size_ir, u32
+from mimir.codegen.builder import Body, ibin, size_ir, u32
 from mimir.codegen.ir import Assign, Binary, Builtin, Const, Expr, GlobalVectorLoad, If, VarDecl
-from mimir.codegen.kernels.context import KernelContext
+from mimir.codegen.kernels.context import KernelContext, Visit, Walk
 from mimir.codegen.kernels.vectorized import vectorise
+from mimir.dims import Size
 
 UNROLL = 4  # elements a strided loop visits per iteration (`strided`)
 
 
-def strided(body: Any, start: Expr, end: Expr, step: int, visit: Any) -> None:
+def strided(body: Body, start: Expr, end: Expr, step: int, visit: Visit) -> None:
     """`visit(r)` for r = start, start + step, ... below `end`, in that order: `UNROLL`
     of them per iteration of one loop, then the rest (fewer than `UNROLL`) one per
     iteration of a second. A thread sees its elements in the same order as one loop
@@ -43,10 +45,10 @@ LANES = 4  # elements of a 128-bit vector access (`row_elements`)
 def row_elements(
     c: KernelContext,
     base: Expr | None,
-    length: Any,
-    rows: tuple[Any, ...],
+    length: Size,
+    rows: tuple[Size, ...],
     width: int,
-    visit: Any,
+    visit: Visit,
     held: bool = False,
 ) -> None:
     """`visit(j)` for this thread's elements j of a row of `length` at flat offset `base`
@@ -96,7 +98,11 @@ def row_elements(
 
 
 def four_wide(
-    c: KernelContext, plan: tuple[list[set[str]], str | None], size: Any, vectors: Any, scalars: Any
+    c: KernelContext,
+    plan: tuple[list[set[str]], str | None],
+    size: Size,
+    vectors: Any,
+    scalars: Any,
 ) -> None:
     """`vectors(families, proof)` where `size` is proven a multiple of 4; else both, behind
     a run-time test of `size % 4` (`row_vectors` says which)."""
@@ -115,7 +121,7 @@ def four_wide(
 
 
 def row_vectors(
-    c: KernelContext, base: Expr | None, length: Any, rows: tuple[Any, ...]
+    c: KernelContext, base: Expr | None, length: Size, rows: tuple[Size, ...]
 ) -> tuple[list[set[str]], str | None] | None:
     """Whether `row_elements` may go 4 wide: None if not; else the buffers each family of
     offsets may read or write 4 wide (the tensor's own, `base + j`; one row's, `j`) and
@@ -156,7 +162,7 @@ def vector_loop(
     base: Expr,
     end: Expr,
     width: int,
-    visit: Any,
+    visit: Visit,
     families: list[set[str]],
     proof: str,
 ) -> None:
@@ -184,7 +190,7 @@ def row_vector(
     c: KernelContext,
     base: Expr,
     r: Expr,
-    visit: Any,
+    visit: Visit,
     families: list[set[str]],
     proof: str,
     keep: bool = False,
@@ -230,8 +236,8 @@ def lanes_of(r: Expr) -> list[Expr]:
 
 
 def register_slots(
-    c: KernelContext, base: Expr, length: Any, rows: tuple[Any, ...], width: int
-) -> tuple[list[Expr], Any]:
+    c: KernelContext, base: Expr, length: Size, rows: tuple[Size, ...], width: int
+) -> tuple[list[Expr], Walk]:
     """The row elements a thread keeps in registers (a literal `length`, a multiple of
     `width`), and how a pass visits them: `over(visit)`.
 
@@ -245,7 +251,7 @@ def register_slots(
         lid = Builtin("local_x")
         slots = [body.let(ibin("+", lid, u32(k * width)), "j") for k in range(length // width)]
 
-        def over(visit: Any) -> None:
+        def over(visit: Visit) -> None:
             for j in slots:
                 visit(j)
 
@@ -288,20 +294,20 @@ class RegisterVectors:
             inside = body.let(Binary("<", r, n, "bool"), "inside")
             self.each.append((body.let(lw.select(inside, r, last), "j"), inside))
 
-    def read(self, r: Expr, inside: Expr | None, f: Any) -> None:
+    def read(self, r: Expr, inside: Expr | None, f: Visit) -> None:
         """`f` on vector r's lanes, its loads run only `inside` the row."""
         row_vector(self.c, self.base, r, f, self.families, self.proof, True, loaded_if=inside)
 
-    def read_all(self, visit: Any) -> None:
+    def read_all(self, visit: Visit) -> None:
         for r, inside in self.each:
             self.read(r, inside, visit)
 
-    def fold_all(self, visit: Any) -> None:
+    def fold_all(self, visit: Callable[[Expr, Expr | None], None]) -> None:
         """`visit(j, inside)` on every lane (a fold leaves out the lanes past the row)."""
         for r, inside in self.each:
             self.read(r, inside, lambda j, inside=inside: visit(j, inside))
 
-    def write(self, r: Expr, inside: Expr | None, f: Any) -> None:
+    def write(self, r: Expr, inside: Expr | None, f: Visit) -> None:
         """`f` on vector r's lanes (a write), only for a vector `inside` the row."""
         if inside is None:
             self.read(r, None, f)
@@ -311,13 +317,13 @@ class RegisterVectors:
             self.read(r, None, f)
         body.emit(If(inside, guarded))
 
-    def write_all(self, visit: Any) -> None:
+    def write_all(self, visit: Visit) -> None:
         for r, inside in self.each:
             self.write(r, inside, visit)
 
 
 def register_vectors(
-    c: KernelContext, base: Expr | None, length: Any, rows: tuple[Any, ...], width: int
+    c: KernelContext, base: Expr | None, length: Size, rows: tuple[Size, ...], width: int
 ) -> RegisterVectors | None:
     """A literal row of a whole number of vectors per thread, held in registers 4 wide,
     where `row_elements` would go 4 wide without a run-time test; else None."""
@@ -330,7 +336,7 @@ def register_vectors(
     return RegisterVectors(c, base, width, length // (LANES * width), (plan[0], plan[1]))
 
 
-def offset(body: Any, base: Expr, r: Expr) -> Expr:
+def offset(body: Body, base: Expr, r: Expr) -> Expr:
     """`base + r` for an element of a row at offset `base`; for r = r0 + k (an unrolled
     `strided` loop's later elements), `(base + r0) + k`, with `base + r0` computed once."""
     first, k = (
@@ -352,7 +358,7 @@ ROW_REGISTERS = 16
 
 
 def if_held(
-    c: KernelContext, length: Any, width: int, held: Any, other: Any, count: int = HELD
+    c: KernelContext, length: Size, width: int, held: Any, other: Any, count: int = HELD
 ) -> None:
     """`held(proof)` where a symbolic row fits `count` vectors per thread (a multiple of
     4, at least 4, at most count * 4 * width: tested at run time, but for the last where

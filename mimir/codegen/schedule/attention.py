@@ -4,7 +4,6 @@ products of one left operand."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import networkx as nx
 
@@ -21,6 +20,7 @@ from mimir.codegen.schedule.plan import (
 )
 from mimir.codegen.schedule.roots import FUSIBLE, op_kind, read_by
 from mimir.codegen.schedule.state import State
+from mimir.codegen.tensors import Evaluator
 from mimir.dims import Dim
 from mimir.dtypes import float32
 
@@ -41,7 +41,7 @@ SCORES_CONTRACTION = 32
 
 
 def _fuse_attention(
-    ev: Any,
+    ev: Evaluator,
     g: nx.DiGraph,
     plans: list[Plan],
     node_buffers: dict[int, str],
@@ -99,7 +99,7 @@ def _fuse_attention(
 
 
 def _pair_products(
-    ev: Any,
+    ev: Evaluator,
     g: nx.DiGraph,
     plans: list[Plan],
     node_buffers: dict[int, str],
@@ -132,7 +132,7 @@ def _pair_products(
         plans.remove(first)
 
 
-def _pairing(ev: Any, g: nx.DiGraph, later: list[Plan], p: int) -> Matmul | None:
+def _pairing(ev: Evaluator, g: nx.DiGraph, later: list[Plan], p: int) -> Matmul | None:
     """The later `matmul` launch whose epilogue alone reads product `p`, as
     `pair_products` requires, or None."""
     key = [sz.key(s) for s in ev.shape(p)]
@@ -155,7 +155,7 @@ def _pairing(ev: Any, g: nx.DiGraph, later: list[Plan], p: int) -> Matmul | None
     return None
 
 
-def _private_elementwise(ev: Any, g: nx.DiGraph, p: int, t: int, key: list) -> bool:
+def _private_elementwise(ev: Evaluator, g: nx.DiGraph, p: int, t: int, key: list) -> bool:
     """Whether product `p` and every op on a path from it to `t` are read only by such
     ops or by `t`, and each op (and `t`) is element-wise of shape `key`, so each reads its
     operands at the position it is computed."""
@@ -170,7 +170,7 @@ def _private_elementwise(ev: Any, g: nx.DiGraph, p: int, t: int, key: list) -> b
 
 
 def _scores_under(
-    ev: Any,
+    ev: Evaluator,
     g: nx.DiGraph,
     by_node: dict[int, Plan],
     soft: int,
@@ -198,7 +198,7 @@ def _scores_under(
 
 
 def _fuse_scores_softmax(
-    ev: Any,
+    ev: Evaluator,
     g: nx.DiGraph,
     plans: list[Plan],
     node_buffers: dict[int, str],

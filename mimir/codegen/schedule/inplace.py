@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import networkx as nx
 
@@ -12,11 +11,12 @@ from mimir.codegen.schedule.layout import row_per_thread
 from mimir.codegen.schedule.plan import BufferSpec, Elementwise, Plan, Row
 from mimir.codegen.schedule.roots import FUSIBLE, fused_reads, op_kind
 from mimir.codegen.schedule.state import State
+from mimir.codegen.tensors import Evaluator
 from mimir.constraints.checker import TensorVal
 
 
 def write_in_place_is_safe(
-    ev: Any,
+    ev: Evaluator,
     g: nx.DiGraph,
     plans: list[Plan],
     node_buffers: dict[int, str],

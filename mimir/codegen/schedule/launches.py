@@ -32,8 +32,10 @@ from mimir.codegen.schedule.plan import FOLDS, ROOTED, BufferSpec, Elementwise, 
 from mimir.codegen.schedule.roots import FUSIBLE, op_kind, root_kind
 from mimir.codegen.schedule.rows import groups_with_totals
 from mimir.codegen.schedule.state import State
+from mimir.codegen.tensors import Evaluator
 from mimir.constraints.checker import ScalarVal, TensorVal, TupleVal
 from mimir.dtypes import DType, uint32
+from mimir.parse.graph import KernelGraph
 from mimir.parse.module import ScalarAnnotation, TensorAnnotation
 
 
@@ -291,7 +293,7 @@ def record_stored(st: State) -> State:
     return replace(st, node_buffers=node_buffers)
 
 
-def _outputs(ev: Any, ret: int) -> list[tuple[int, str]]:
+def _outputs(ev: Evaluator, ret: int) -> list[tuple[int, str]]:
     kg = ev.kg
     (value,) = kg.node(ret)["inputs"]
     value = ev.resolve(value)
@@ -310,7 +312,7 @@ def _outputs(ev: Any, ret: int) -> list[tuple[int, str]]:
     raise ev.refuse(value, f"the kernel returns {what}; a compiled kernel must return tensors")
 
 
-def _flat_reshape(ev: Any, kg: Any, root: int, c: int, cur: int) -> bool:
+def _flat_reshape(ev: Evaluator, kg: KernelGraph, root: int, c: int, cur: int) -> bool:
     """Whether a root's epilogue may go on through the reshape `c` of `cur`: to another
     rank (the written element's flat offset is the same in both shapes,
     `KernelContext._position`; a reshape to the same rank is left to its own launch),

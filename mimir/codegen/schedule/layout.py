@@ -16,7 +16,7 @@ import networkx as nx
 from mimir.codegen import sizes as sz
 from mimir.codegen.schedule.plan import Elementwise, Plan
 from mimir.codegen.schedule.roots import fused_reads, op_kind, root_kind
-from mimir.codegen.tensors import Reduction
+from mimir.codegen.tensors import Evaluator, Reduction
 from mimir.dtypes import bool_, float16, float32, uint32
 
 WG = 256
@@ -86,7 +86,7 @@ def slab_count(red: Reduction, dims: Any) -> Any:
     return sz.cdiv(sz.add(red.count, 1), SLAB)
 
 
-def softmax_input(ev: Any, r: int) -> tuple[int, int]:
+def softmax_input(ev: Evaluator, r: int) -> tuple[int, int]:
     """A softmax node's input and the axis it normalises (non-negative)."""
     node = ev.node(r)
     x = node["inputs"][0]
@@ -95,14 +95,14 @@ def softmax_input(ev: Any, r: int) -> tuple[int, int]:
     return x, axis % len(ev.shape(x))
 
 
-def row_shape(ev: Any, r: int) -> tuple[Any, ...]:
+def row_shape(ev: Evaluator, r: int) -> tuple[Any, ...]:
     """The shape of the rows a `row` launch's root reduces (or normalises, a softmax)."""
     if root_kind(ev.kg, r) == "softmax":
         return tuple(ev.shape(softmax_input(ev, r)[0]))
     return tuple(ev.reduction(r).shape)
 
 
-def row_launch_groups(ev: Any, roots: list[int]) -> Any:
+def row_launch_groups(ev: Evaluator, roots: list[int]) -> Any:
     """The workgroups of a `row` launch over the rows `roots` reduce: one a row, or one
     per `WG` rows of at most `SERIAL_REDUCE_MAX` elements (`kernels.rows`)."""
     shape = row_shape(ev, roots[0])
@@ -111,7 +111,7 @@ def row_launch_groups(ev: Any, roots: list[int]) -> Any:
     return sz.cdiv(rows, WG) if short else rows
 
 
-def arg_reduction(ev: Any, r: int) -> Reduction:
+def arg_reduction(ev: Evaluator, r: int) -> Reduction:
     """Root `r` (an argmax or argmin) as a reduction whose accumulator holds the values
     compared: bools as u32, float16 as f32."""
     red = ev.reduction(r)
@@ -120,7 +120,7 @@ def arg_reduction(ev: Any, r: int) -> Reduction:
     return replace(red, acc=acc)
 
 
-def row_per_thread(ev: Any, g: nx.DiGraph, plan: Plan, node_buffers: dict[int, str]) -> bool:
+def row_per_thread(ev: Evaluator, g: nx.DiGraph, plan: Plan, node_buffers: dict[int, str]) -> bool:
     """Whether element-wise launch `plan` computes a `@` by a small matrix (`small_matmul`),
     each of whose elements reads a whole row of its left operand, and writes rows of a
     literal length of at most `SERIAL_REDUCE_MAX`: then a thread computes whole rows

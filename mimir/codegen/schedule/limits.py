@@ -8,12 +8,13 @@ from mimir.codegen import sizes as sz
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, CANNOT_SCHEDULE, RefusalError
 from mimir.codegen.schedule.plan import BufferSpec, Schedule
 from mimir.codegen.schedule.state import State
+from mimir.codegen.tensors import Evaluator
 from mimir.dims import Dim, Size
 from mimir.dtypes import bfloat16
 from mimir.parse.module import TensorAnnotation
 
 
-def refuse_bfloat16(ev: Any, writes: dict[int, list[str]]) -> None:
+def refuse_bfloat16(ev: Evaluator, writes: dict[int, list[str]]) -> None:
     """A kernel reads bfloat16 (two to a u32 word) but never writes it: two threads would
     share each word. Refused loudly at the first value that would be stored."""
     for n in sorted(writes):

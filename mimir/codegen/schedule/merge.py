@@ -13,6 +13,7 @@ from mimir.codegen.schedule.layout import MERGE_BUFFER_LIMIT, column_layout
 from mimir.codegen.schedule.plan import Elementwise, Fold, Moments, Partial, Plan, PlanKind, Reduce
 from mimir.codegen.schedule.roots import FUSIBLE, op_kind, root_kind
 from mimir.codegen.schedule.state import State
+from mimir.codegen.tensors import Evaluator
 
 # the launches that end a split whole reduction, and fold the others of its pass (an
 # argmax's: its chunks' extrema and first positions, `kernels.whole.Firsts`)
@@ -20,7 +21,7 @@ _WHOLE_ENDS = ("reduce", "moments", "argreduce")
 
 
 def _merge_elementwise(
-    ev: Any, g: nx.DiGraph, plans: list[Plan], node_buffers: dict[int, str]
+    ev: Evaluator, g: nx.DiGraph, plans: list[Plan], node_buffers: dict[int, str]
 ) -> list[Plan]:
     """One launch for adjacent element-wise results of one shape (`return a + b, a - b`):
     each thread writes all of them. A later one may read an earlier one through
@@ -74,7 +75,11 @@ def _merge_elementwise(
 
 
 def _merge_whole_reductions(
-    ev: Any, g: nx.DiGraph, plans: list[Plan], node_buffers: dict[int, str], in_place: set[str]
+    ev: Evaluator,
+    g: nx.DiGraph,
+    plans: list[Plan],
+    node_buffers: dict[int, str],
+    in_place: set[str],
 ) -> list[Plan]:
     """One pass over the elements for adjacent whole reductions of inputs of one shape
     (`x.max(), x.min()`) and the element-wise outputs of that shape beside them
@@ -99,7 +104,7 @@ def _merge_whole_reductions(
 class _WholePasses:
     """The launches `_merge_whole_reductions` keeps (`out`), as it takes them in order."""
 
-    def __init__(self, ev: Any, g: nx.DiGraph, in_place: set[str]) -> None:
+    def __init__(self, ev: Evaluator, g: nx.DiGraph, in_place: set[str]) -> None:
         self.ev, self.g, self.in_place = ev, g, in_place
         self.out: list[Plan] = []
 

@@ -4,7 +4,6 @@ reductions they fold."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import networkx as nx
 
@@ -20,11 +19,12 @@ from mimir.codegen.schedule.roots import (
     root_kind,
 )
 from mimir.codegen.schedule.state import State
+from mimir.codegen.tensors import Evaluator
 from mimir.dtypes import float32
 
 
 def _narrow_softmax(
-    ev: Any, g: nx.DiGraph, plans: list[Plan], writes: dict[int, list[str]], buffers: list
+    ev: Evaluator, g: nx.DiGraph, plans: list[Plan], writes: dict[int, list[str]], buffers: list
 ) -> None:
     """A float32 softmax (or log-softmax) over the rows of a `narrow` launch's result, its
     only reader (a classifier: `(h @ w + b).softmax()`, w H x 5): the
@@ -58,7 +58,7 @@ NARROW_SUMS = 24
 
 
 def _narrow_row_reductions(
-    ev: Any,
+    ev: Evaluator,
     g: nx.DiGraph,
     plans: list[Plan],
     node_buffers: dict[int, str],
@@ -117,7 +117,7 @@ def _drop_unread_scratch(
         buffers[:] = [b for b in buffers if b.name not in unread]
 
 
-def _row_folds(ev: Any, plan: Plan, row: list[str], rows: str) -> list[int]:
+def _row_folds(ev: Evaluator, plan: Plan, row: list[str], rows: str) -> list[int]:
     """The reductions of `plan` when a `narrow` launch over rows of the shape `row` can
     fold them (`narrow_row_reductions`), else none."""
     if isinstance(plan, Reduce):
@@ -146,7 +146,7 @@ def _row_folds(ev: Any, plan: Plan, row: list[str], rows: str) -> list[int]:
 
 
 def _folds_into(
-    ev: Any,
+    ev: Evaluator,
     g: nx.DiGraph,
     plans: list[Plan],
     params: set[int],
@@ -189,7 +189,7 @@ def _launch_reads(g: nx.DiGraph, plan: Plan, stored: set[int]) -> set[int]:
 
 
 def _read_at_own_rows(
-    ev: Any, g: nx.DiGraph, narrow: Narrow, values: set[int], region: set
+    ev: Evaluator, g: nx.DiGraph, narrow: Narrow, values: set[int], region: set
 ) -> bool:
     """Whether the `narrow` launch reads the per-row `values` only where lane 0 writes a
     row's results, each row its own value (`h @ w + h.sum(axis=1, keepdims=True)`):

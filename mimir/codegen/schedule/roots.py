@@ -7,10 +7,10 @@ or a narrow matrix, the nodes a launch walks through (`fused_reads`) and who rea
 
 from __future__ import annotations
 
-from typing import Any
-
 import networkx as nx
 
+from mimir.codegen.tensors import Evaluator
+from mimir.parse.graph import KernelGraph
 from mimir.parse.module import TensorAnnotation
 
 ROOT_KINDS = ("matmul", "reduce", "softmax", "argreduce", "moments", "scan")
@@ -39,7 +39,7 @@ SMALL_MATMUL_ELEMENTS = 64
 NARROW = 16
 
 
-def small_matmul(kg: Any, n: int) -> bool:
+def small_matmul(kg: KernelGraph, n: int) -> bool:
     """Whether node `n` is `x @ w` with `w` a matrix parameter (not `InOut`) of literal
     sizes, each at most `SMALL_MATMUL`, with at most `SMALL_MATMUL_ELEMENTS` elements (a
     3 x 3 rotation, an 8 x 8 layer): computed where it is read, element (..., i, j) the
@@ -59,7 +59,7 @@ def small_matmul(kg: Any, n: int) -> bool:
     return k <= SMALL_MATMUL and m <= SMALL_MATMUL and k * m <= SMALL_MATMUL_ELEMENTS
 
 
-def narrow_matmul(kg: Any, n: int) -> bool:
+def narrow_matmul(kg: KernelGraph, n: int) -> bool:
     """Whether node `n` is `h @ w` with `w` a matrix parameter of a literal width of at
     most `NARROW` (a linear head: w H x 3), or `h @ w.T` with w 3 x H (PyTorch's layout
     of a linear layer's weight): one `narrow` launch, in which a few threads fold each row
@@ -78,7 +78,7 @@ def narrow_matmul(kg: Any, n: int) -> bool:
     return isinstance(width, int) and width <= NARROW
 
 
-def inline_product(kg: Any, n: int) -> bool:
+def inline_product(kg: KernelGraph, n: int) -> bool:
     """Whether node `n` is `x @ w1` with `w1` a matrix parameter (not `InOut`) of a literal
     number of rows, at most `SMALL_MATMUL`, whose value only a `narrow` launch reads, as
     (an element-wise function of) its left operand: `relu(x @ w1 + b1) @ w2` with x N x 13
@@ -118,7 +118,7 @@ def inline_product(kg: Any, n: int) -> bool:
     return narrow
 
 
-def _matrix_parameter(kg: Any, n: int) -> TensorAnnotation | None:
+def _matrix_parameter(kg: KernelGraph, n: int) -> TensorAnnotation | None:
     """The annotation of node `n` when it is a rank-2 tensor parameter."""
     node = kg.node(n)
     ann = node.get("annotation") if node["kind"] == "param" else None
@@ -127,7 +127,7 @@ def _matrix_parameter(kg: Any, n: int) -> TensorAnnotation | None:
     return ann
 
 
-def root_kind(kg: Any, n: int) -> str | None:
+def root_kind(kg: KernelGraph, n: int) -> str | None:
     node = kg.node(n)
     if node["kind"] == "binop" and node["symbol"] == "@":
         if small_matmul(kg, n) or inline_product(kg, n):
@@ -139,7 +139,7 @@ def root_kind(kg: Any, n: int) -> str | None:
     return None
 
 
-def op_kind(kg: Any, n: int) -> str:
+def op_kind(kg: KernelGraph, n: int) -> str:
     node = kg.node(n)
     if node["kind"] in ("binop", "unop"):
         if node.get("symbol") == "@":
@@ -170,7 +170,7 @@ def fused_reads(
     return found
 
 
-def read_by(ev: Any, g: nx.DiGraph, x: int, reader: int) -> bool:
+def read_by(ev: Evaluator, g: nx.DiGraph, x: int, reader: int) -> bool:
     """Whether `reader` is the only op that reads node `x`, beside the function's return."""
     for user in g.successors(x):
         kind = ev.node(user)["kind"]

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import networkx as nx
 
 from mimir.codegen import sizes as sz
 from mimir.codegen.schedule.layout import SERIAL_REDUCE_MAX, row_shape, softmax_input, split
 from mimir.codegen.schedule.roots import FUSIBLE, op_kind, root_kind
+from mimir.codegen.tensors import Evaluator
 from mimir.constraints.checker import TensorVal
 from mimir.dtypes import float32
+from mimir.parse.graph import KernelGraph
 
 
 @dataclass
@@ -28,8 +29,8 @@ class RowGroup:
 
 
 def groups_with_totals(
-    ev: Any,
-    kg: Any,
+    ev: Evaluator,
+    kg: KernelGraph,
     writes: dict[int, list[str]],
     epilogue: dict[int, int],
 ) -> tuple[dict[int, RowGroup], dict[int, int]]:
@@ -82,8 +83,8 @@ class _RowGrouping:
 
     def __init__(
         self,
-        ev: Any,
-        kg: Any,
+        ev: Evaluator,
+        kg: KernelGraph,
         writes: dict[int, list[str]],
         epilogue: dict[int, int],
         totals: set[int] | frozenset = frozenset(),
