@@ -39,7 +39,7 @@ def _codes_option(values: list[str] | None, flag: str) -> tuple[str, ...] | None
     """`--select GPU011,GPU018 --select GPU05` as one validated tuple (None when absent)."""
     if not values:
         return None
-    from mimir.config import parse_codes
+    from mimir.gate.config import parse_codes
 
     items = [v.strip() for value in values for v in value.split(",") if v.strip()]
     return parse_codes(items, f"`{flag}`")
@@ -48,7 +48,7 @@ def _codes_option(values: list[str] | None, flag: str) -> tuple[str, ...] | None
 def _globs_option(values: list[str] | None) -> tuple[str, ...] | None:
     if not values:
         return None
-    from mimir.config import check_glob
+    from mimir.gate.config import check_glob
 
     globs = tuple(v.strip() for value in values for v in value.split(",") if v.strip())
     for glob in globs:
@@ -59,7 +59,7 @@ def _globs_option(values: list[str] | None) -> tuple[str, ...] | None:
 def _size_option(value: str | None) -> int | None:
     if value is None:
         return None
-    from mimir.config import ConfigError
+    from mimir.gate.config import ConfigError
     from mimir.safeio import parse_size
 
     try:
@@ -164,9 +164,9 @@ def check(
     Exit status: 0 no errors, 1 errors found, 2 usage error, bad configuration
     or unreadable input; the same in every format.
     """
-    from mimir import baseline as baselines
-    from mimir.config import ConfigError, load_config
-    from mimir.runner import run_check, select_files
+    from mimir.gate import baseline as baselines
+    from mimir.gate.config import ConfigError, load_config
+    from mimir.gate.runner import run_check, select_files
 
     try:
         config = load_config(config_file).override(
@@ -318,9 +318,9 @@ def _explain_in_file(code: str, target: str, timeout_ms: int) -> None:
 
         typer.echo(text_render.render_all(result.diagnostics))
         raise typer.Exit(EXIT_USAGE)
-    from mimir.parse.depth import deep_call
+    from mimir.parse.depth import on_deep_stack
 
-    text, count = deep_call(explain_file, result, code, line)
+    text, count = on_deep_stack(lambda: explain_file(result, code, line))
     if count == 0:
         where = f"{path_text}:{line}" if line is not None else path_text
         typer.echo(f"no {code} in {where}: nothing to explain")
@@ -392,7 +392,7 @@ def compile_gpu(
     stale files, 2 usage error or unreadable input; the same in every format.
     """
     from mimir.codegen import compile_file, resolve_backends
-    from mimir.config import ConfigError, load_config
+    from mimir.gate.config import ConfigError, load_config
 
     if backend is None:
         try:

@@ -44,7 +44,8 @@ def _shim_code(tmp_path: Path, code: str) -> str | None:
 def _broken_launch_order_codes() -> set[str]:
     """GPU073 guards an invariant the scheduler keeps, so only a hand-broken order fires
     it (tests/test_launch_order.py covers the messages)."""
-    from mimir.codegen import compile_source, launch_order
+    from mimir.codegen import compile_source
+    from mimir.codegen.passes import launch_order
 
     weighted = Path(__file__).parent / "kernels" / "weighted.py"
     keep = launch_order.dependency_order

@@ -449,7 +449,7 @@ def test_a_one_launch_sum_runs_again_on_the_same_buffers(monkeypatch) -> None:
     have put the counter back to zero."""
     from harness.ptx_interp import _parse
 
-    from mimir.codegen.reductions import CHUNK
+    from mimir.codegen.schedule.layout import CHUNK
     from mimir.runtime import cuda_runner
 
     fake = _FakeDriver()

@@ -496,7 +496,7 @@ def cache_folder() -> Path:
 @functools.cache
 def _harness_fingerprint() -> str:
     """Mimir's own code and the validators and runners the rows come from."""
-    from mimir.cache import tool_fingerprint
+    from mimir.gate.cache import tool_fingerprint
 
     h = hashlib.sha256(tool_fingerprint().encode())
     for folder in (REPO / "tests" / "harness", REPO / "tests" / "fuzzing", ZOO):

@@ -48,8 +48,8 @@ from pygls.lsp.server import LanguageServer
 
 import mimir
 from mimir.check import CheckCancelledError, FileResult, check_source
-from mimir.config import Config, ConfigError, load_config
 from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
+from mimir.gate.config import Config, ConfigError, load_config
 from mimir.lsp import actions, query
 from mimir.lsp.convert import Lines, path_of, to_lsp, uri_of
 from mimir.lsp.session import Session

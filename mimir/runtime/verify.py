@@ -10,12 +10,14 @@ needs, shared by `mimir verify` and the test suite:
 - `shim_reference(source, function, inputs, dims)`: the shim's outputs, named
   as the manifest names them (`out`, `out0`, `out1`... or an index-level
   kernel's output parameters);
-- `TOLERANCES`, `mismatches` and `error_summary`: the comparison rule;
-- `verify_file`: what `mimir verify FILE` does (`mimir.runtime.verify_run`:
-  compile for every backend this machine can run, run, compare), which needs
-  the `gpu` extra or a CUDA driver.
+- `TOLERANCES`, `mismatches` and `error_summary`: the comparison rule.
 
-Stdlib-only, except `verify_file`, which compiles (z3) and runs (wgpu).
+What `mimir verify FILE` does with them (compile for every backend this machine
+can run, run, compare; the `gpu` extra or a CUDA driver) is
+`mimir.runtime.verify_run.verify_file`, which imports this module, never the
+other way round.
+
+Stdlib-only.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from mimir.runtime.dimexpr import evaluate
 
 __all__ = [
     "TOLERANCES",
-    "verify_file",
     "choose_dims",
     "default_scalars",
     "grow_dims",
@@ -364,17 +365,3 @@ def default_scalars(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> dic
         if entry["name"] not in dims:
             out[entry["name"]] = 0.5 if entry["type"] == "f32" else 2
     return out
-
-
-# ---------------------------------------------------------------- `mimir verify`
-
-
-def verify_file(*args: Any, **kwargs: Any) -> Any:
-    """`mimir.runtime.verify_run.verify_file` (compiles and runs; imported on first use)."""
-    from mimir.runtime.verify_run import verify_file as run
-
-    return run(*args, **kwargs)
-
-
-def _show(dims: Mapping[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in dims.items()) or "no dims"
