@@ -125,8 +125,7 @@ def check(
         str | None,
         typer.Option(
             "--max-file-size",
-            help="Skip (GPU003) files larger than this many bytes; K, M, G suffixes "
-            "(default: 2M).",
+            help="Skip (GPU003) files larger than this many bytes; K, M, G suffixes (default: 2M).",
         ),
     ] = None,
     baseline: Annotated[
