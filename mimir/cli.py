@@ -35,6 +35,29 @@ class Format(StrEnum):
 EXIT_CLEAN, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        import mimir
+
+        typer.echo(f"mimir {mimir.__version__}")
+        raise typer.Exit(EXIT_CLEAN)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print Mimir's version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Prove typed-Python GPU kernels before they run."""
+
+
 def _codes_option(values: list[str] | None, flag: str) -> tuple[str, ...] | None:
     """`--select GPU011,GPU018 --select GPU05` as one validated tuple (None when absent)."""
     if not values:
@@ -561,7 +584,7 @@ def verify(
     is present. Each @gpu function runs on random inputs at a few sizes on each
     backend; one table lists the max absolute and relative error of every output.
     Progress goes to stderr once a run takes more than two seconds. Exit 1 on any
-    mismatch. Needs `pip install 'mimir[gpu]'` (or a CUDA driver). PATH is imported to
+    mismatch. Needs `pip install 'mimir-kernels[gpu]'` (or a CUDA driver). PATH is imported to
     run the shim.
     """
     from mimir.diagnostics.render import text as text_render

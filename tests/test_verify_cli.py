@@ -136,4 +136,4 @@ def test_verify_without_wgpu_says_how_to_install(
     monkeypatch.setitem(sys.modules, "wgpu", None)
     result = CliRunner().invoke(mimir.cli.app, ["verify", str(kernel_file)])
     assert result.exit_code == 2
-    assert "pip install 'mimir[gpu]'" in result.output
+    assert "pip install 'mimir-kernels[gpu]'" in result.output
