@@ -148,8 +148,7 @@ def check(
         str | None,
         typer.Option(
             "--max-file-size",
-            help="Skip (GPU003) files larger than this many bytes; K, M, G suffixes "
-            "(default: 2M).",
+            help="Skip (GPU003) files larger than this many bytes; K, M, G suffixes (default: 2M).",
         ),
     ] = None,
     baseline: Annotated[
@@ -390,8 +389,10 @@ def compile_gpu(
 ) -> None:
     """Compile every @gpu function that checks clean into GPU kernels and manifests.
 
-    Exit status: 0 written (or up to date with --check), 1 check errors, refusals or
-    stale files, 2 usage error or unreadable input; the same in every format.
+    A function with check errors, or that a backend refuses, is reported and none of its
+    files are written; the others are. Exit status: 0 all written (or up to date with
+    --check), 1 check errors, refusals or stale files, 2 usage error or unreadable input;
+    the same in every format.
     """
     from mimir.codegen import compile_file, resolve_backends
     from mimir.config import ConfigError, load_config
@@ -421,7 +422,10 @@ def compile_gpu(
     result = compile_file(path, backends, function, math=math)
     if result.usage_error is not None:
         raise _usage_error(result.usage_error)
-    if result.diagnostics:
+    # Functions that check clean and compile are written; the others are refused with
+    # their diagnostics (and none of their files), and the exit status is 1.
+    status = EXIT_ERRORS if result.diagnostics else EXIT_CLEAN
+    if result.diagnostics and (result.unreadable or check_only or not result.files):
         typer.echo(_render(output_format, result.diagnostics, [_source_of(path)]))
         raise typer.Exit(EXIT_USAGE if result.unreadable else EXIT_ERRORS)
     if check_only:
@@ -433,7 +437,9 @@ def compile_gpu(
                 continue
             typer.echo(f"// file: {relative}")
             typer.echo(listing)
-        raise typer.Exit(EXIT_CLEAN)
+        if result.diagnostics:
+            typer.echo(_render(output_format, result.diagnostics, [_source_of(path)]))
+        raise typer.Exit(status)
     outputs: dict[Path, str | bytes] = {}
     for relative, content in result.files.items():
         outputs[output_dir / relative] = content
@@ -441,8 +447,15 @@ def compile_gpu(
             outputs[(output_dir / relative).with_suffix(".spvasm")] = result.listings[relative]
     _write_outputs(output_dir, outputs)
     count = len(outputs)
-    typer.echo(f"wrote {count} file{'s' * (count != 1)} to {output_dir}")
-    raise typer.Exit(EXIT_CLEAN)
+    written = f"wrote {count} file{'s' * (count != 1)} to {output_dir}"
+    if result.refused:
+        refused = ", ".join(f"`{name}`" for name in result.refused)
+        written += f"; refused {refused}, whose files were not written"
+    if result.diagnostics:
+        typer.echo(_render(output_format, result.diagnostics, [_source_of(path)]))
+    # in a machine-read format stdout holds the report alone
+    typer.echo(written, err=output_format not in (Format.text, Format.concise) and status != 0)
+    raise typer.Exit(status)
 
 
 def _check_output_dir(directory: Path) -> None:

@@ -1,15 +1,16 @@
 """Code generation: proven kernels to MSL and WGSL files plus a manifest.
 
     result = compile_source("k.py", text, ["msl", "wgsl"])
-    if result.diagnostics: ...               # check errors or refusals: no files
-    for relative_path, content in result.files.items(): ...
+    result.diagnostics, result.refused       # check errors or refusals, and whose
+    for relative_path, content in result.files.items(): ...   # every other function's
 
 Pipeline per `@gpu` function (DESIGN.md section 1): `schedule` splits the
 proven graph into launches, `kernels.build` turns each launch into one IR
 kernel, and each backend prints it (`backends/`); `manifest` describes the
 launches. A construct that cannot be compiled is a coded diagnostic (GPU070:
 a backend cannot emit it, GPU071: it cannot be scheduled), never a silently
-wrong kernel, and then no file is produced at all.
+wrong kernel, and then no file of that function is produced; the functions that
+check clean and compile keep theirs (a module-level error refuses them all).
 
 With one backend the files are `NAME.manifest.json` and `NAME_K_WHAT.EXT`;
 with several, each backend's files sit under `BACKEND/`.
@@ -56,6 +57,9 @@ class CompileResult:
     # each compiled function's definition, where diagnostics about its files point
     functions: dict[str, Span] = field(default_factory=dict)
     usage_error: str | None = None  # e.g. `--function` names no @gpu function (exit 2)
+    # functions refused (check errors or a backend's refusal): none of their files are in
+    # `files`; the others' are
+    refused: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -118,16 +122,24 @@ def _compile_source(
         for d in checked.diagnostics
         if d.severity == "error" and (d.function is None or d.function in wanted)
     ]
-    if errors:
-        result.diagnostics = errors
+    result.diagnostics = errors
+    if any(d.function is None for d in errors):  # a module-level error: every function
+        result.refused = [k.graph.name for k in kernels]
         return result
+    failed = {d.function for d in errors}
     for kernel in kernels:
+        name = kernel.graph.name
+        if name in failed:
+            result.refused.append(name)
+            continue
+        before = len(result.diagnostics)
         compiled = _compile_kernel(kernel, path, names, result.diagnostics, math)
+        if len(result.diagnostics) > before:  # refused by a backend: none of its files
+            result.refused.append(name)
+            continue
         for relative, content, listing in compiled:
             result.files[relative] = content
             result.listings[relative] = listing
-    if result.diagnostics:
-        result.files, result.listings = {}, {}
     return result
 
 
