@@ -27,6 +27,7 @@ import math
 import random
 import struct
 import sys
+from array import array
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -96,6 +97,10 @@ def random_inputs(
             lo, hi = (evaluate(b, dims) for b in buf["range"])
             out[buf["name"]] = [rng.randrange(lo, hi) for _ in range(count)]
             continue
+        if buf["dtype"] == "float32":  # the values random_value draws, rounded in one go
+            drawn = [rng.uniform(-1.0, 1.0) for _ in range(count)]
+            out[buf["name"]] = array("f", drawn).tolist()
+            continue
         out[buf["name"]] = [random_value(rng, buf["dtype"]) for _ in range(count)]
     return out
 
@@ -128,25 +133,14 @@ def _module(path: str) -> ModuleType:
     return _import_path(Path(path))
 
 
-def _nest(values: list, shape: Sequence[int]) -> Any:
-    if not shape:
-        return values[0]
-    if len(shape) == 1:
-        return list(values)
-    step = math.prod(shape[1:])
-    return [_nest(values[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
-
-
 def _make_tensor(values: list, shape: Sequence[int], dtype: Any) -> Any:
-    from mimir.array import tensor
+    from mimir.array import Tensor
+    from mimir.ops.numerics import cast
 
     if math.prod(shape) != len(values):
         raise ValueError(f"{len(values)} values do not fill shape {list(shape)}")
-    if 0 in shape:
-        from mimir.array import zeros
-
-        return zeros(tuple(shape), dtype=dtype).to("gpu")
-    return tensor(_nest(list(values), shape), dtype=dtype).to("gpu")
+    # what `tensor(nested values, dtype=dtype).to("gpu")` makes, without nesting them first
+    return Tensor(cast(values, dtype), tuple(shape), dtype, "gpu")
 
 
 def shim_reference(
@@ -155,8 +149,12 @@ def shim_reference(
     inputs: Mapping[str, list],
     dims: Mapping[str, int],
     scalars: Mapping[str, float | int] | None = None,
+    fast: bool = False,
 ) -> dict[str, list]:
     """Run `function` of the kernel file under the shim; its outputs as flat lists.
+
+    `fast`: compute through NumPy where it is importable (`fast_reference`: the shim's
+    semantics, vectorised; floats within the comparison's tolerances of the shim's own).
 
     A tier-1 kernel's result is named `out` (or `out0`, `out1`... for a tuple),
     as in the manifest. An index-level kernel (`@gpu(grid=...)`) gets a zeroed
@@ -189,7 +187,13 @@ def shim_reference(
             args[name] = scalars[name]
         else:
             raise KeyError(f"no value for scalar parameter `{name}` of `{function}`")
-    result = kernel(**args)
+    if fast:
+        from mimir.runtime.fast_reference import accelerated
+
+        with accelerated():
+            result = kernel(**args)
+    else:
+        result = kernel(**args)
     updated = {
         name: args[name].flat()
         for name in kernel.signature.parameters
