@@ -566,7 +566,7 @@ def _check_vendored(
 
 @app.command()
 def verify(
-    path: Annotated[Path, typer.Argument(help="The kernel file to verify.")],
+    paths: Annotated[list[Path], typer.Argument(help="The kernel files to verify.")],
     function: Annotated[
         str | None, typer.Option("--function", help="Verify only this @gpu function.")
     ] = None,
@@ -589,64 +589,130 @@ def verify(
     atol: Annotated[
         float | None, typer.Option("--atol", help="Absolute tolerance for float outputs.")
     ] = None,
+    reference: Annotated[
+        str,
+        typer.Option(
+            "--reference",
+            help="numpy: the shim's semantics computed with NumPy where it is installed (the "
+            "default; fast); shim: the shim's own element-by-element loops.",
+        ),
+    ] = "numpy",
 ) -> None:
-    """Compile PATH for every backend this machine runs, run it, and compare with the Python shim.
+    """Compile each file for every backend this machine runs, run it, and compare with the
+    Python shim.
 
     WGSL and SPIR-V run through wgpu on the adapter it finds (a GPU, or a CPU Vulkan
     driver such as Mesa lavapipe); PTX runs through the CUDA driver where a CUDA device
     is present. Each @gpu function runs on random inputs at a few sizes on each
-    backend; one table lists the max absolute and relative error of every output.
-    Progress goes to stderr once a run takes more than two seconds. Exit 1 on any
-    mismatch. Needs `pip install 'mimir-kernels[gpu]'` (or a CUDA driver). PATH is imported to
-    run the shim.
+    backend; one table lists the max absolute and relative error of every output. A
+    function that fails `mimir check` is reported and not run. stderr has a line per
+    function as it finishes (and a progress bar on a terminal). Exit 1 on any mismatch,
+    check error or refusal. Needs `pip install 'mimir-kernels[gpu]'` (or a CUDA driver).
+    Each file is imported to run the shim.
     """
     from mimir.diagnostics.render import text as text_render
 
-    if not path.is_file():
-        raise _usage_error(f"cannot read `{path}`")
+    for path in paths:
+        if not path.is_file():
+            raise _usage_error(f"cannot read `{path}`")
+    reference = reference.strip().lower()
+    if reference not in ("numpy", "shim"):
+        raise _usage_error(f"unknown `--reference {reference}`; expected numpy or shim")
     fixed: dict[str, int] = {}
     for item in dim or []:
         name, _, value = item.partition("=")
         if not name.strip().isidentifier() or not value.strip().isdigit():
             raise _usage_error(f"`--dim {item}`: expected NAME=SIZE, e.g. `--dim N=1000`")
         fixed[name.strip()] = int(value)
+    from mimir.progress import Bar
     from mimir.runtime.verify_run import BACKENDS, verify_file
     from mimir.runtime.wgpu_runner import GpuUnavailableError
 
     for b in backend or []:
         if b not in BACKENDS:
             raise _usage_error(f"`--backend {b}`: expected one of {', '.join(BACKENDS)}")
-    progress = _ProgressPrinter()
-    try:
-        report = verify_file(path, function, seed, fixed, rtol, atol, backend or None, progress)
-    except GpuUnavailableError as err:
-        raise _usage_error(str(err)) from None
-    finally:
-        progress.finish()
-    typer.echo(f"adapter: {report.adapter}")
-    for name, reason in report.missing.items():
+    reports = []
+    with Bar("verifying", total=1) as bar:
+        for path in paths:
+            started = [_now()]
+
+            def step(done: int, total: int, what: str, where: Path = path) -> None:
+                bar.total = total
+                bar.step(f"{where.name}: {what}")
+
+            def finished(
+                name: str, outcome: str, where: Path = path, clock: list[float] = started
+            ) -> None:
+                seconds = _now() - clock[0]
+                clock[0] = _now()
+                bar.note(f"{where}: {name}: {outcome} ({seconds:.1f} s)")
+
+            try:
+                report = verify_file(
+                    path, function, seed, fixed, rtol, atol, backend or None, step,
+                    on_function=finished, fast=reference == "numpy",
+                )  # fmt: skip
+            except GpuUnavailableError as err:
+                raise _usage_error(str(err)) from None
+            reports.append((path, report))
+    several = len(paths) > 1
+    typer.echo(f"adapter: {reports[0][1].adapter}")
+    for name, reason in reports[0][1].missing.items():
         typer.echo(f"{name}: not run ({reason})")
-    if report.diagnostics:
-        typer.echo(text_render.render_all(report.diagnostics))
-    if report.checks:
-        typer.echo(_verify_table(report.checks))
-    for check in report.checks:
-        for i in check.bad[:3]:
-            sizes = ", ".join(f"{k}={v}" for k, v in check.dims.items()) or "-"
-            typer.echo(
-                f"    {check.function} {check.backend} [{sizes}] {check.output}[{i}]: "
-                f"got {check.actual[i]!r}, expected {check.expected[i]!r}"
-            )
-    for name, message in report.failures:
-        typer.echo(f"{name}: error: {message}")
-    functions = len({c.function for c in report.checks})
-    if report.ok:
-        typer.echo(f"verified {functions} function{'s' * (functions != 1)}: all outputs match")
+    matched: list[str] = []
+    mismatched: list[str] = []
+    unchecked: list[str] = []
+    refused: list[str] = []
+    for path, report in reports:
+        label = (lambda f, p=path: f"{p}:{f}") if several else (lambda f: f)
+        if several:
+            typer.echo(f"\n{path}:")
+        if report.diagnostics:
+            typer.echo(text_render.render_all(report.diagnostics))
+        if report.checks:
+            typer.echo(_verify_table(report.checks))
+        for check in report.checks:
+            for i in check.bad[:3]:
+                sizes = ", ".join(f"{k}={v}" for k, v in check.dims.items()) or "-"
+                typer.echo(
+                    f"    {check.function} {check.backend} [{sizes}] {check.output}[{i}]: "
+                    f"got {check.actual[i]!r}, expected {check.expected[i]!r}"
+                )
+        for name, message in report.failures:
+            typer.echo(f"{name}: error: {message}")
+        bad = {c.function for c in report.checks if not c.ok} | {n for n, _ in report.failures}
+        refusing = {d.function for d in report.diagnostics} - set(report.check_failed) - bad
+        ran = dict.fromkeys(c.function for c in report.checks)
+        matched += [label(f) for f in ran if f not in bad and f not in refusing]
+        mismatched += [label(f) for f in sorted(bad)]
+        unchecked += [label(f) for f in report.check_failed]
+        refused += [label(f) for f in sorted(refusing) if f is not None]
+    if not (mismatched or unchecked or refused):
+        count = len(matched)
+        typer.echo(f"verified {count} function{'s' * (count != 1)}: all outputs match")
         raise typer.Exit(EXIT_CLEAN)
-    failed = len({c.function for c in report.checks if not c.ok} | {n for n, _ in report.failures})
-    failed += len({d.function for d in report.diagnostics})
-    typer.echo(f"{failed} function{'s' * (failed != 1)} failed verification")
+    parts = []
+    if matched:
+        parts.append(f"{len(matched)} function{'s' * (len(matched) != 1)} matched")
+    if mismatched:
+        parts.append(_named(mismatched, "failed verification"))
+    if refused:
+        parts.append(_named(refused, "could not be compiled for every backend"))
+    if unchecked:
+        parts.append(_named(unchecked, "failed `mimir check` and did not run"))
+    typer.echo("; ".join(parts))
     raise typer.Exit(EXIT_ERRORS)
+
+
+def _named(names: list[str], what: str) -> str:
+    shown = ", ".join(f"`{n}`" for n in names)
+    return f"{len(names)} function{'s' * (len(names) != 1)} {what} ({shown})"
+
+
+def _now() -> float:
+    import time
+
+    return time.monotonic()
 
 
 def _verify_table(checks: list) -> str:
@@ -678,35 +744,6 @@ def _verify_table(checks: list) -> str:
         for row in rows
     ]
     return "\n".join(lines)
-
-
-class _ProgressPrinter:
-    """Progress of a long run on stderr: quiet for the first two seconds, then one line per run
-    (rewritten in place on a terminal)."""
-
-    def __init__(self) -> None:
-        import time
-
-        self.clock = time.monotonic
-        self.start = self.clock()
-        self.tty = sys.stderr.isatty()
-        self.pending_newline = False
-
-    def __call__(self, step: int, total: int, what: str) -> None:
-        if self.clock() - self.start < 2.0:
-            return
-        line = f"[{step}/{total}] {what}"
-        if self.tty:
-            sys.stderr.write("\r\x1b[K" + line)
-            self.pending_newline = True
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-
-    def finish(self) -> None:
-        if self.pending_newline:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
 
 
 @app.command()
