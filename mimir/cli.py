@@ -419,7 +419,15 @@ def compile_gpu(
         raise _usage_error("`--emit spvasm` needs the spirv backend (`--backend spirv` or `all`)")
     if output_dir is not None and not check_only:
         _check_output_dir(output_dir)
-    result = compile_file(path, backends, function, math=math)
+    from mimir.progress import Bar
+
+    with Bar("compiling", total=1) as bar:
+
+        def step(done: int, total: int, name: str) -> None:
+            bar.total = total
+            bar.step(name)
+
+        result = compile_file(path, backends, function, math=math, progress=step)
     if result.usage_error is not None:
         raise _usage_error(result.usage_error)
     # Functions that check clean and compile are written; the others are refused with

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from types import TracebackType
 from typing import IO, Any
@@ -48,6 +49,13 @@ class Bar:
         self.current = ""
         self._progress: Any = None
         self._task: Any = None
+        self._closed = False
+        self._lock = threading.Lock()
+        # a run whose steps all began early but which lasts: the bar appears on time anyway
+        self._timer = threading.Timer(delay, self._draw) if self.show else None
+        if self._timer is not None:
+            self._timer.daemon = True
+            self._timer.start()
 
     def __enter__(self) -> Bar:
         return self
@@ -76,15 +84,25 @@ class Bar:
             sys.stderr.flush()
 
     def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+            if self._progress is not None:
+                self._progress.stop()
+                self._progress = None
 
     def _draw(self) -> None:
         if not self.show:
             return
+        with self._lock:
+            self._draw_locked()
+
+    def _draw_locked(self) -> None:
+        if self._closed:
+            return
         if self._progress is None:
-            if time.monotonic() - self.start < self.delay:
+            if time.monotonic() - self.start < self.delay * 0.99:
                 return
             from rich.console import Console
             from rich.progress import (

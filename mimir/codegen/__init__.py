@@ -18,6 +18,7 @@ with several, each backend's files sit under `BACKEND/`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -85,20 +86,27 @@ def compile_source(
     backends: list[str],
     function: str | None = None,
     math: str = "fast",
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> CompileResult:
     """Compile every `@gpu` function of one file (or only `function`) for `backends`.
 
     `math`: `fast` (PTX's exp, log, tanh, sigmoid and gelu through the hardware's
     `ex2.approx`/`rcp.approx`, a few ulp) or `precise` (correctly rounded sequences);
-    the manifest of a PTX function records it."""
+    the manifest of a PTX function records it. `progress(done, total, name)` hears about
+    each function before it is compiled."""
     if math not in MATH_MODES:
         raise ValueError(f"unknown math mode `{math}`; expected one of {list(MATH_MODES)}")
     # room for the deepest expression the checker accepts (mimir.parse.depth)
-    return deep_call(_compile_source, path, text, backends, function, math)
+    return deep_call(_compile_source, path, text, backends, function, math, progress)
 
 
 def _compile_source(
-    path: str, text: str, backends: list[str], function: str | None, math: str
+    path: str,
+    text: str,
+    backends: list[str],
+    function: str | None,
+    math: str,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> CompileResult:
     from mimir.check import check_source
 
@@ -127,8 +135,10 @@ def _compile_source(
         result.refused = [k.graph.name for k in kernels]
         return result
     failed = {d.function for d in errors}
-    for kernel in kernels:
+    for done, kernel in enumerate(kernels):
         name = kernel.graph.name
+        if progress is not None:
+            progress(done, len(kernels), name)
         if name in failed:
             result.refused.append(name)
             continue
@@ -144,12 +154,16 @@ def _compile_source(
 
 
 def compile_file(
-    path: str | Path, backends: list[str], function: str | None = None, math: str = "fast"
+    path: str | Path,
+    backends: list[str],
+    function: str | None = None,
+    math: str = "fast",
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> CompileResult:
     text, unreadable = read_source(Path(path))
     if unreadable is not None:
         return CompileResult(str(path), [unreadable], unreadable=True)
-    return compile_source(str(path), text or "", backends, function, math)
+    return compile_source(str(path), text or "", backends, function, math, progress)
 
 
 def _compile_kernel(
