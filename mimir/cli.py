@@ -775,6 +775,15 @@ def lsp(
         int,
         typer.Option("--debounce-ms", min=0, help="Wait this long after an edit before checking."),
     ] = 20,
+    docs_url: Annotated[
+        str | None,
+        typer.Option(
+            "--docs-url",
+            help="Link each diagnostic's code here: a URL with `{code}` for the code's anchor "
+            "(e.g. https://example.org/codes.html#{code}); default: the codes page installed "
+            "with Mimir. The client's initializationOptions `docsUrl` does the same.",
+        ),
+    ] = None,
 ) -> None:
     """Run the language server (stdio by default): diagnostics, hovers, fixes as you type."""
     try:
@@ -782,7 +791,12 @@ def lsp(
     except ImportError as err:  # pygls is a dependency; a broken install says so plainly
         raise _usage_error(f"the language server needs pygls: {err}") from None
     status = serve(
-        tcp=tcp, host=host, port=port, z3_timeout=z3_timeout, debounce=debounce_ms / 1000
+        tcp=tcp,
+        host=host,
+        port=port,
+        z3_timeout=z3_timeout,
+        debounce=debounce_ms / 1000,
+        docs_url=docs_url,
     )
     raise typer.Exit(status)
 
