@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -142,3 +143,30 @@ def test_without_numpy_it_is_the_shim(monkeypatch: pytest.MonkeyPatch) -> None:
     from mimir.ops import evaluate
 
     assert evaluate.matmul.__module__ == "mimir.ops.evaluate"  # nothing left swapped
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "uint32", "bool_"])
+def test_the_array_comparison_is_the_stdlib_one(dtype: str) -> None:
+    import random
+
+    from mimir.runtime.verify import error_summary
+
+    rng = random.Random(dtype)
+    special = [0.0, -0.0, 1.0, math.inf, -math.inf, math.nan, 1e-30, -2.5]
+    for _ in range(200):
+        n = rng.randrange(0, 40)
+        if dtype in ("int32", "uint32"):
+            want = [rng.randrange(-3, 4) for _ in range(n)]
+            got = [v + rng.choice([0, 0, 0, 1]) for v in want]
+        elif dtype == "bool_":
+            want = [rng.random() < 0.5 for _ in range(n)]
+            got = [v if rng.random() < 0.8 else not v for v in want]
+        else:
+            want = [rng.choice(special) if rng.random() < 0.3 else rng.uniform(-2, 2)
+                    for _ in range(n)]  # fmt: skip
+            got = [
+                rng.choice(special) if rng.random() < 0.2 else w + rng.choice([0.0, 1e-7, 1e-3])
+                for w in want
+            ]
+        fast = fast_reference.compare(got, want, dtype)
+        assert fast == (*error_summary(got, want), mismatches(got, want, dtype)), (got, want)

@@ -36,7 +36,7 @@ from mimir.dtypes import DType, bfloat16, bool_, float16, float32, int32, uint32
 from mimir.ops import evaluate as ev
 from mimir.ops import numerics as nm
 
-__all__ = ["accelerated", "available"]
+__all__ = ["accelerated", "available", "compare"]
 
 
 def available() -> bool:
@@ -525,6 +525,47 @@ def _run_grid_vectorised(kernel: Any, bound: Any) -> None:
     for name, param in params.items():
         tensor = bound.arguments[name]
         tensor._values[:] = param.array.ravel().tolist()
+
+
+# ---------------------------------------------------------------- comparison
+
+
+def compare(
+    actual: Sequence[Any],
+    expected: Sequence[Any],
+    dtype: str,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> tuple[float, float, list[int]]:
+    """`verify.error_summary` and `verify.mismatches` at once, over arrays: (max absolute
+    error, max relative error, flat indices of the mismatches), the same numbers."""
+    from mimir.runtime.verify import TOLERANCES
+
+    np = _np()
+    if len(actual) != len(expected):
+        raise ValueError(f"{len(actual)} values, expected {len(expected)}")
+    a = np.asarray(actual, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        skip = (np.isnan(a) & np.isnan(e)) | (a == e)
+        finite = np.isfinite(a) & np.isfinite(e)
+        diff = np.where(finite, np.abs(a - e), np.inf)
+        rel = np.where(e != 0, diff / np.abs(e), np.inf)
+        counted = ~skip
+        max_abs = float(diff[counted].max()) if counted.any() else 0.0
+        rel = rel[counted & ~np.isnan(rel)]  # inf / inf: Python's max passes over a NaN
+        max_rel = max(0.0, float(rel.max())) if rel.size else 0.0
+        if dtype == "bool_":
+            ok = (a != 0) == (e != 0)
+        elif dtype in ("int32", "uint32"):
+            ok = a == e
+        else:
+            default_rtol, default_atol = TOLERANCES[dtype]
+            rtol = default_rtol if rtol is None else rtol
+            atol = default_atol if atol is None else atol
+            near = ~np.isnan(a) & (np.abs(a - e) <= atol + rtol * np.abs(e))
+            ok = np.where(np.isfinite(e), near, (np.isnan(a) & np.isnan(e)) | (a == e))
+    return max_abs, max_rel, np.flatnonzero(~ok).tolist()
 
 
 # ---------------------------------------------------------------- the switch

@@ -98,8 +98,8 @@ def random_inputs(
             out[buf["name"]] = [rng.randrange(lo, hi) for _ in range(count)]
             continue
         if buf["dtype"] == "float32":  # the values random_value draws, rounded in one go
-            drawn = [rng.uniform(-1.0, 1.0) for _ in range(count)]
-            out[buf["name"]] = array("f", drawn).tolist()
+            draw = rng.random  # rng.uniform(-1.0, 1.0) is -1.0 + 2.0 * rng.random()
+            out[buf["name"]] = array("f", [-1.0 + 2.0 * draw() for _ in range(count)]).tolist()
             continue
         out[buf["name"]] = [random_value(rng, buf["dtype"]) for _ in range(count)]
     return out
