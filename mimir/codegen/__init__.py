@@ -1,8 +1,8 @@
 """Code generation: proven kernels to MSL, WGSL, PTX and SPIR-V files plus a manifest.
 
     result = compile_source("k.py", text, ["msl", "wgsl", "ptx", "spirv"])
-    if result.diagnostics: ...               # check errors or refusals: no files
-    for relative_path, content in result.files.items(): ...
+    result.diagnostics, result.refused       # check errors or refusals, and whose
+    for relative_path, content in result.files.items(): ...   # every other function's
 
 Pipeline per `@gpu` function (ARCHITECTURE.md, "The pipeline"): `schedule` splits the
 proven graph into launches, `kernels.build` turns each launch into one IR kernel,
@@ -10,7 +10,8 @@ the passes order them, run independent ones side by side and legalise them
 (`passes/`), and each backend prints them (`backends/`); `manifest` describes the
 launches. A construct that cannot be compiled is a coded diagnostic (GPU070: a
 backend cannot emit it, GPU071: it cannot be scheduled), never a silently wrong
-kernel, and then no file is produced at all.
+kernel, and then no file of that function is produced; the functions that check
+clean and compile keep theirs (a module-level error refuses them all).
 
 With one backend the files are `NAME.manifest.json` and `NAME_K_WHAT.EXT`;
 with several, each backend's files sit under `BACKEND/`.
@@ -18,6 +19,7 @@ with several, each backend's files sit under `BACKEND/`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,9 @@ class CompileResult:
     # each compiled function's definition, where diagnostics about its files point
     functions: dict[str, Span] = field(default_factory=dict)
     usage_error: str | None = None  # e.g. `--function` names no @gpu function (exit 2)
+    # functions refused (check errors or a backend's refusal): none of their files are in
+    # `files`; the others' are
+    refused: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -83,20 +88,27 @@ def compile_source(
     backends: list[str],
     function: str | None = None,
     math: str = "fast",
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> CompileResult:
     """Compile every `@gpu` function of one file (or only `function`) for `backends`.
 
     `math`: `fast` (PTX's exp, log, tanh, sigmoid and gelu through the hardware's
     `ex2.approx`/`rcp.approx`, a few ulp) or `precise` (correctly rounded sequences);
-    the manifest of a PTX function records it."""
+    the manifest of a PTX function records it. `progress(done, total, name)` hears about
+    each function before it is compiled."""
     if math not in MATH_MODES:
         raise ValueError(f"unknown math mode `{math}`; expected one of {list(MATH_MODES)}")
     # room for the deepest expression the checker accepts (mimir.parse.depth)
-    return on_deep_stack(lambda: _compile_source(path, text, backends, function, math))
+    return on_deep_stack(lambda: _compile_source(path, text, backends, function, math, progress))
 
 
 def _compile_source(
-    path: str, text: str, backends: list[str], function: str | None, math: str
+    path: str,
+    text: str,
+    backends: list[str],
+    function: str | None,
+    math: str,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> CompileResult:
     from mimir.check import check_source
 
@@ -120,26 +132,40 @@ def _compile_source(
         for d in checked.diagnostics
         if d.severity == "error" and (d.function is None or d.function in wanted)
     ]
-    if errors:
-        result.diagnostics = errors
+    result.diagnostics = errors
+    if any(d.function is None for d in errors):  # a module-level error: every function
+        result.refused = [k.graph.name for k in kernels]
         return result
-    for kernel in kernels:
+    failed = {d.function for d in errors}
+    for done, kernel in enumerate(kernels):
+        name = kernel.graph.name
+        if progress is not None:
+            progress(done, len(kernels), name)
+        if name in failed:
+            result.refused.append(name)
+            continue
+        before = len(result.diagnostics)
         compiled = _compile_kernel(kernel, path, names, result.diagnostics, math)
+        if len(result.diagnostics) > before:  # refused by a backend: none of its files
+            result.refused.append(name)
+            continue
         for relative, content, listing in compiled:
             result.files[relative] = content
             result.listings[relative] = listing
-    if result.diagnostics:
-        result.files, result.listings = {}, {}
     return result
 
 
 def compile_file(
-    path: str | Path, backends: list[str], function: str | None = None, math: str = "fast"
+    path: str | Path,
+    backends: list[str],
+    function: str | None = None,
+    math: str = "fast",
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> CompileResult:
     text, unreadable = read_source(Path(path))
     if unreadable is not None:
         return CompileResult(str(path), [unreadable], unreadable=True)
-    return compile_source(str(path), text or "", backends, function, math)
+    return compile_source(str(path), text or "", backends, function, math, progress)
 
 
 def _compile_kernel(
