@@ -361,8 +361,8 @@ _CODES = [
         "an operator, method, function or attribute the kernel language does not define",
         "Mimir compiles only ops it can prove and lower; an op it skipped would leave the kernel "
         "computing something else",
-        'use an op the kernel language defines (README, "The kernel language"), or write the '
-        "computation with those ops",
+        'use an op the kernel language defines (docs/kernels.md, "The kernel language"), or '
+        "write the computation with those ops",
         "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n    return x.cosh()\n",
         "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n"
         "    return (x.exp() + (-x).exp()) * 0.5\n",
