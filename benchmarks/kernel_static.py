@@ -2,7 +2,7 @@
 
     python benchmarks/kernel_static.py [--zoo] [--dims N=65536,M=8] [--function NAME] [FILES...]
 
-For every `@gpu` function of benchmarks/roofline_ops.py (the ops of issue 15's table),
+For every `@gpu` function of benchmarks/roofline_ops.py (the memory-bound ops compared with Triton),
 of the kernel zoo with `--zoo` (tests/kernels/*.py), or of FILES:
 
 - `launches`: kernels in the PTX manifest (the same for every backend, but that a reduction

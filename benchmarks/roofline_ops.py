@@ -1,4 +1,4 @@
-"""The ops of issue 15's table, as `@gpu` functions: what benchmarks/kernel_static.py
+"""The memory-bound ops compared with Triton, as `@gpu` functions: what benchmarks/kernel_static.py
 measures by default (the test zoo with `--zoo`)."""
 
 from mimir.array import Dim, Tensor, float32, gpu

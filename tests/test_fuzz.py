@@ -37,11 +37,11 @@ from mimir import ops
 from mimir.check import FileResult
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 
-# Findings the fixed-seed run knows about, each with the issue that will fix it:
+# Findings the fixed-seed run knows about, each with what will fix it:
 # (finding class, what produced it) -> reference, where "what" is the planted bug's label
 # (`Case.planted`) or the category `tier:op`. Each must also be a failing fixture under
-# tests/fixtures/fuzz_findings/. Empty: every finding class the run produced before issue 9's
-# fixes (slice bounds, empty axes, a Dim as a value, loaded-index ranges) is fixed and its
+# tests/fixtures/fuzz_findings/. Empty: every finding class the run produced in the first long
+# run (slice bounds, empty axes, a Dim as a value, loaded-index ranges) is fixed and its
 # fixture is in tests/fixtures/check/. An entry the run no longer produces fails
 # `test_known_findings_still_occur`, so this list only shrinks.
 KNOWN: dict[tuple[str, str], str] = {}
@@ -237,7 +237,7 @@ def test_fixed_seed_campaign(campaign, tmp_path: Path) -> None:
 
 
 def test_every_accepted_kernel_validates_on_every_backend(campaign) -> None:
-    """Issue 9 section 6: whatever the checker accepts compiles (or is refused with a code)
+    """Whatever the checker accepts compiles (or is refused with a code)
     for msl, wgsl, ptx and spirv, and every file passes its validator. Never in `KNOWN`."""
     accepted = [o for o in campaign.outcomes if o.backend is not None]
     assert len(accepted) >= len(CATEGORIES) // 2

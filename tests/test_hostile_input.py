@@ -1,4 +1,4 @@
-"""Hostile input never stops a run, never hangs, never writes outside its folder (issue 10).
+"""Hostile input never stops a run, never hangs, never writes outside its folder.
 
 One bad file gets its own coded diagnostic and the run reports every other file; an
 unusable setting is exit 2 naming it; "internal error" or a traceback is always a bug.

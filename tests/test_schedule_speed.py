@@ -1,4 +1,4 @@
-"""What the schedule does for speed, as facts about the emitted files (issue 15).
+"""What the schedule does for speed, as facts about the emitted files.
 
 Execution against the shim is in test_backends_exec.py, test_ptx_exec.py and
 test_spirv.py (the zoo files rows.py and proven.py); here: launch counts, loads

@@ -409,7 +409,7 @@ def _apply_op(b: _Builder, op: str, v: _Val) -> _Val:
 
 
 def _apply_new_op(b: _Builder, op: str, v: _Val) -> _Val:
-    """The ops of issue 12: iota, masks, joins, arg-reductions and moments."""
+    """The ranges, masks and joins: iota, masks, joins, arg-reductions and moments."""
     draw = b.draw
     if not v.shape:
         v = _Val(f"{_paren(v.expr)}.reshape(1)", ("1",), v.dtype)
