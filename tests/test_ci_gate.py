@@ -98,7 +98,7 @@ def test_json_schema_is_package_data() -> None:
     path = REPO / "mimir" / "diagnostics" / "schemas" / json_render.SCHEMA_FILE
     assert json.loads(path.read_text()) == json_render.schema()
     pyproject = (REPO / "pyproject.toml").read_text()
-    assert '"mimir.diagnostics" = ["schemas/*.json"]' in pyproject
+    assert '"mimir.diagnostics" = ["schemas/*.json", "codes.md"]' in pyproject
 
 
 def test_json_round_trips_every_diagnostic_field() -> None:

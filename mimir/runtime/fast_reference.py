@@ -455,12 +455,13 @@ def _run_grid(original: Callable) -> Callable:
 
 def _run_grid_vectorised(kernel: Any, bound: Any) -> None:
     import mimir.array as ma
+    from mimir.array.state import resolve
 
     np = _np()
     run = _Vectorised(np)
     if not isinstance(kernel.grid, tuple) or not 1 <= len(kernel.grid) <= 3:
         raise _UnsupportedError("a bad grid")
-    sizes = [int(ma._resolve(g)) for g in kernel.grid]
+    sizes = [int(resolve(g)) for g in kernel.grid]
     rank = len(sizes)
     pids = [
         run.lanes(np.arange(n, dtype=np.int64).reshape([n if a == k else 1 for a in range(rank)]))
