@@ -483,3 +483,90 @@ def _size_poly(e: Size) -> _Poly:
 
 def _poly_key(p: _Poly) -> str:
     return " + ".join(f"{c}*{'*'.join(m) or 1}" for m, c in sorted(p.items()))
+
+
+# ---------------------------------------------------------------- dims fixed by an equation
+
+
+def affine_in(size: Size, dim: Dim) -> tuple[Size, Size] | None:
+    """`(scale, offset)` with `size == scale * dim + offset` for every binding, neither
+    holding `dim`; None when `size` is not affine in `dim` (`dim * dim`, `dim // 2`)."""
+    if isinstance(size, int) or (isinstance(size, Dim) and size != dim):
+        return 0, size
+    if isinstance(size, Dim):
+        return 1, 0
+    assert isinstance(size, BinOp)
+    if dim not in size.dims():
+        return 0, size
+    left, right = affine_in(size.left, dim), affine_in(size.right, dim)
+    if left is None or right is None:
+        return None
+    (a, b), (c, d) = left, right
+    if size.op in ("+", "-"):
+        return binop(size.op, a, c), binop(size.op, b, d)
+    if size.op == "*":
+        if _is_zero(a):  # b * (c D + d)
+            return _times(b, c), _times(b, d)
+        if _is_zero(c):  # (a D + b) * d
+            return _times(a, d), _times(b, d)
+    return None  # D * D, D // k, D % k
+
+
+def _times(a: Size, b: Size) -> Size:
+    return 0 if _is_zero(a) or _is_zero(b) else binop("*", a, b)
+
+
+def _is_zero(size: Size) -> bool:
+    return isinstance(size, int) and size == 0
+
+
+def positive(size: Size) -> bool:
+    """Whether `size` is at least 1 for every binding its dims admit, by construction: a
+    positive int, a dim declared `min >= 1`, or sums and products of these."""
+    if isinstance(size, int):
+        return size >= 1
+    if isinstance(size, Dim):
+        return isinstance(size.min, int) and size.min >= 1
+    if isinstance(size, BinOp) and size.op in ("+", "*"):
+        return positive(size.left) and positive(size.right)
+    return False
+
+
+@dataclass(frozen=True)
+class Solved:
+    """A dim fixed by an equation: parameter `param`'s `axis` is `scale * dim + offset`, so
+    `dim` is `(size - offset) / scale` (exactly: a size the scale does not divide fits no
+    binding). `scale` and `offset` hold only dims bound before this one."""
+
+    dim: Dim
+    param: str
+    axis: int
+    scale: Size
+    offset: Size
+
+
+def solve_dims(shapes: list[tuple[str, tuple[Size, ...]]]) -> list[Solved]:
+    """The dims of `shapes` (each parameter's name and annotated sizes, in order) that no
+    axis names alone but one axis fixes by an equation with dims already known, in the order
+    they can be solved: the first axis, parameter by parameter, that is affine in its one
+    unknown dim with a positive scale (`3 * C`, `T + P`, `3 * NH * HS`), until none is left.
+    The shim, the checker, the manifest and every host solve in this one order."""
+    known = {d.name for _, sizes in shapes for d in sizes if isinstance(d, Dim)}
+    out: list[Solved] = []
+    progress = True
+    while progress:
+        progress = False
+        for name, sizes in shapes:
+            for axis, size in enumerate(sizes):
+                if not isinstance(size, BinOp):
+                    continue
+                free = [d for d in size.dims() if d.name not in known]
+                if len(free) != 1:
+                    continue
+                found = affine_in(size, free[0])
+                if found is None or not positive(found[0]):
+                    continue
+                out.append(Solved(free[0], name, axis, found[0], found[1]))
+                known.add(free[0].name)
+                progress = True
+    return out

@@ -16,7 +16,7 @@ from typing import Any
 from mimir import ops
 from mimir.constraints.algebra import Obligation, Sym, Z3Algebra, _z3_op, lift
 from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
-from mimir.dims import BinOp, Dim, Size, same_size
+from mimir.dims import BinOp, Dim, Size, same_size, solve_dims
 from mimir.dtypes import ALL_DTYPES, DType, float32, int32
 from mimir.ops import dtype_rules as dr
 from mimir.ops import einsum as einsum_rules
@@ -185,6 +185,9 @@ class KernelChecker:
                 for d in ann.dims:
                     if isinstance(d, Dim):
                         self.bound_dims.add(d.name)
+        # a dim no axis names alone, fixed by an equation (`x: Tensor[float32, 3 * C]`)
+        shapes = [(n, a.dims) for n, a, _ in self.kg.params if isinstance(a, TensorAnnotation)]
+        self.bound_dims.update(s.dim.name for s in solve_dims(shapes))
         for _, ann, _ in self.kg.params:
             if isinstance(ann, TensorAnnotation):
                 for d, span in zip(ann.dims, ann.dim_spans, strict=True):
