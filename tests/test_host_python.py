@@ -558,3 +558,30 @@ def test_load_runs_every_zoo_kernel_on_numpy_arrays(stem: str, function: str) ->
     for buf in kernel.inouts:  # updated in place
         got_inout = arrays[buf["name"]].ravel().tolist()
         assert_close(got_inout, want[buf["name"]], buf["dtype"], atol=atol, label=buf["name"])
+
+
+@pytest.mark.parametrize("backend", ["wgsl", "spirv"])
+def test_a_dim_only_an_equation_fixes_is_solved_from_the_shapes(backend: str) -> None:
+    """`x: Tensor[float32, 3 * C]` alone: the manifest's `solve` says C is x's size / 3; `T + 1`
+    alone: T is the size less 1. A size the scale does not divide fits no C (GPU040)."""
+    kernels = load(OUT / backend / "sizes")
+    for c in (1, 5):
+        x = _rand(3 * c, seed=c)
+        y = kernels.thirds_summed(x)
+        assert y.shape == (c,)
+        assert_close(y.tolist(), _shim("sizes", "thirds_summed", {"x": x}, {"C": c})["out"],
+                     "float32")  # fmt: skip
+    x = _rand(2, 8)
+    assert kernels.shifted_rows(x).shape == (2, 7)
+    want = _shim("sizes", "shifted_rows", {"x": x}, {"B": 2, "T": 7})["out"]
+    assert_close(kernels.shifted_rows(x).ravel().tolist(), want, "float32")
+    with pytest.raises(HostError) as info:
+        kernels.thirds_summed(_rand(7))
+    assert info.value.code == "GPU040" and "(7 is not a multiple of 3)" in str(info.value)
+    with pytest.raises(HostError) as info:
+        kernels.shifted_rows(_rand(2, 1))  # T = 0, below its minimum
+    assert info.value.code == "GPU042"
+    assert kernels.thirds_summed(_rand(9), dims={"C": 3}).shape == (3,)  # given, not solved
+    with pytest.raises(HostError) as info:
+        kernels.thirds_summed(_rand(9), dims={"C": 2})  # given, and the shape disagrees
+    assert info.value.code == "GPU040"

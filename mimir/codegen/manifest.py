@@ -17,6 +17,7 @@ from mimir.codegen import sizes as sz
 from mimir.codegen.backends.base import Printed
 from mimir.codegen.ir import Fence, Kernel, MmaSync, WarpReduce, all_expressions, walk_statements
 from mimir.codegen.schedule import BufferSpec, Schedule
+from mimir.codegen.schedule.limits import kernel_solves
 
 FORMAT = "mimir-manifest/1"
 SCHEMA_PATH = Path(str(resources.files("mimir.codegen") / "schemas" / "manifest-v1.schema.json"))
@@ -38,10 +39,7 @@ def build_manifest(
         "function": s.function,
         "source": source,
         "backend": backend,
-        "dims": [
-            {"name": d.name, "min": d.min, "max": d.max, "multiple_of": d.multiple_of}
-            for d in s.dims
-        ],
+        "dims": _dims(s),
         "buffers": [_buffer(b) for b in s.buffers],
         "uniform": (
             {"fields": [{"name": n, "type": t} for n, t in s.uniform_fields]}
@@ -98,6 +96,31 @@ def _precision(requested: str, backend: str, kernels: list[Kernel]) -> dict[str,
             "float32, which is at least as accurate as TF32"
         )
     return {"requested": requested, "matmul": "float32", "fallback": why}
+
+
+def _dims(s: Schedule) -> list[dict[str, Any]]:
+    """Each dim with its constraints; `solve` for one no input axis names alone: input
+    `buffer`'s `axis` is `scale * dim + offset`, so a host binds it to
+    `(size - offset) / scale` (exact, else the argument fits no binding)."""
+    solves = kernel_solves(s.kernel)
+    out = []
+    for d in s.dims:
+        entry: dict[str, Any] = {
+            "name": d.name,
+            "min": d.min,
+            "max": d.max,
+            "multiple_of": d.multiple_of,
+        }
+        found = solves.get(d.name)
+        if found is not None:
+            entry["solve"] = {
+                "buffer": found.param,
+                "axis": found.axis,
+                "scale": sz.manifest_value(found.scale),
+                "offset": sz.manifest_value(found.offset),
+            }
+        out.append(entry)
+    return out
 
 
 def _buffer(b: BufferSpec) -> dict[str, Any]:
