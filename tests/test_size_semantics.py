@@ -183,3 +183,40 @@ def test_a_dim_only_an_equation_fixes_is_solved_exactly() -> None:
 
 def test_two_unknown_dims_in_one_axis_fix_neither() -> None:
     assert _code(past_rows, _x(3)) == "GPU035"
+
+
+LIMIT = 6
+MAXT = Dim("MAXT")
+T = Dim("T", max=MAXT)
+WIDE = Dim("WIDE", min=T, max=2 * MAXT)
+CAPPED = Dim("CAPPED", max=LIMIT - 2)
+
+
+@gpu
+def first_rows(x: Tensor[float32, T], table: Tensor[float32, MAXT]) -> Tensor[float32, T]:
+    return x + table[:T]
+
+
+@gpu
+def wide_window(
+    w: Tensor[float32, WIDE], x: Tensor[float32, T], table: Tensor[float32, MAXT]
+) -> Tensor[float32, T]:
+    return w[:T] + x + table[:T]
+
+
+@gpu
+def capped(x: Tensor[float32, CAPPED]) -> Tensor[float32, CAPPED]:
+    return x
+
+
+def test_a_relation_between_dims_is_checked_once_both_are_bound() -> None:
+    """`Dim("T", max=MAXT)`: T = MAXT runs, T > MAXT is GPU042; relations by expressions
+    (`min=T, max=2 * MAXT`) too; `max=LIMIT - 2` of a module constant is an int bound."""
+    assert first_rows(_x(4), _x(4)).shape == (4,)
+    assert _code(first_rows, _x(5), _x(4)) == "GPU042"
+    assert wide_window(_x(8), _x(3), _x(4)).shape == (3,)
+    assert _code(wide_window, _x(2), _x(3), _x(4)) == "GPU042"  # WIDE < T
+    assert _code(wide_window, _x(9), _x(3), _x(4)) == "GPU042"  # WIDE > 2 * MAXT
+    assert CAPPED.max == 4 and capped(_x(4)).shape == (4,)
+    assert _code(capped, _x(5)) == "GPU042"
+    assert T.describe_constraints() == "min=1, max=MAXT"

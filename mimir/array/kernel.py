@@ -22,7 +22,15 @@ from mimir.array.state import (
 )
 from mimir.array.tensors import Tensor
 from mimir.array.types import Range, TensorType
-from mimir.dims import Dim, Size, SizeDivisionError, UnboundDimError, evaluate, solve_dims
+from mimir.dims import (
+    Dim,
+    DimExpr,
+    Size,
+    SizeDivisionError,
+    UnboundDimError,
+    evaluate,
+    solve_dims,
+)
 from mimir.dtypes import DType
 from mimir.ops import numerics as nm
 
@@ -388,6 +396,7 @@ def _bind_arguments(arguments: dict[str, Any], annotations: dict[str, Any]) -> d
             else:
                 deferred.append((name, axis, expected, actual))
     _solve_dims(arguments, annotations, env)
+    _check_relations(annotations, env)
     for name, axis, expected, actual in deferred:
         try:
             want = evaluate(expected, env)
@@ -438,6 +447,27 @@ def _solve_dims(
                 f"outside its constraints ({s.dim.describe_constraints()})",
             )
         env[s.dim.name] = value
+
+
+def _check_relations(annotations: dict[str, Any], env: dict[str, int]) -> None:
+    """Each bound dim declared with a relation (`Dim("T", max=MAXT)`) keeps it, once the
+    dims it names are bound too (GPU042): the checker's proofs assume it."""
+    seen: set[str] = set()
+    for ann in annotations.values():
+        if not isinstance(ann, TensorType):
+            continue
+        for size in ann.dims:
+            for dim in size.dims() if isinstance(size, DimExpr) else ():
+                if dim.name in seen or dim.name not in env:
+                    continue
+                seen.add(dim.name)
+                why = dim.relation_error(env[dim.name], env)
+                if why is not None:
+                    raise MimirError(
+                        "GPU042",
+                        f"the arguments bind {why}, outside its constraints "
+                        f"({dim.describe_constraints()})",
+                    )
 
 
 def _array_argument(name: str, value: Any, dtype: DType) -> Tensor:

@@ -180,6 +180,17 @@ class KernelChecker:
                 decl.span, f"`{dim.name}` is declared here ({dim.describe_constraints()})"
             )
             self.prover.declare_dim(dim.name, dim.min, dim.max, dim.multiple_of, label)
+        for name in self.info.dims:  # `Dim("T", max=MAXT)`: a fact every proof may use
+            decl = self.info.dims[name]
+            dim = decl.dim
+            label = Label(
+                decl.span, f"`{dim.name}` is declared here ({dim.describe_constraints()})"
+            )
+            var = self.prover.dim(dim.name)
+            if dim.min_of is not None:
+                self.prover.add_fact(var >= self._term(dim.min_of), label)
+            if dim.max_of is not None:
+                self.prover.add_fact(var <= self._term(dim.max_of), label)
         for _, ann, _ in self.kg.params:
             if isinstance(ann, TensorAnnotation):
                 for d in ann.dims:
@@ -467,6 +478,10 @@ class KernelChecker:
                 ok = [sym.term >= d.min]
                 if d.max is not None:
                     ok.append(sym.term <= d.max)
+                for bound, upper in ((d.min_of, False), (d.max_of, True)):
+                    limit = None if bound is None else _sym_of(bound, env)
+                    if limit is not None:
+                        ok.append(sym.term <= limit.term if upper else sym.term >= limit.term)
                 if d.multiple_of is not None:
                     ok.append(sym.term % d.multiple_of == 0)
                 self._prove_all(

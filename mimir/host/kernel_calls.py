@@ -24,6 +24,7 @@ from mimir.host.values import (
     arith,
     const,
     eq,
+    le,
     show,
     show_shape,
 )
@@ -124,6 +125,11 @@ def kernel_call(hc: HostChecker, name: str, args: list, kwargs: dict, node: ast.
             return UNKNOWN
     if not _solve(hc, name, seen, binding, node):
         return UNKNOWN
+    try:
+        _relations(hc, name, seen, binding)
+    except RefutedError as err:
+        _report_at(hc, None, node, err)
+        return UNKNOWN
     if kernel.returns is None:
         return UNKNOWN
     ret = read_return_annotation(hc.info, kernel.returns)
@@ -163,6 +169,30 @@ def _solve(hc: HostChecker, kernel: str, seen: dict, binding: dict, node: ast.AS
             _report_at(hc, src, node, err)
             return False
     return True
+
+
+def _relations(hc: HostChecker, kernel: str, seen: dict, binding: dict) -> None:
+    """Each bound dim declared with a relation (`Dim("T", max=MAXT)`) keeps it, once the
+    dims it names are bound too (GPU042), as the shim checks at the call."""
+    dims = {d.name: d for ann, _, _, _ in seen.values() for s in ann.dims for d in _dims_of(s)}
+    for name, dim in dims.items():
+        if name not in binding:
+            continue
+        size, pname, _ = binding[name]
+        for bound, upper in ((dim.min_of, False), (dim.max_of, True)):
+            limit = None if bound is None else _substitute(bound, binding)
+            if limit is None:
+                continue
+            hc.need(
+                le(size, limit) if upper else le(limit, size),
+                "GPU042",
+                f"argument `{pname}` of `{kernel}` binds `{name}` to {show(size)}, outside "
+                f"{dim.describe_constraints()} ({bound} is {show(limit)})",
+            )
+
+
+def _dims_of(size: Any) -> list[Dim]:
+    return [] if isinstance(size, int) else size.dims()
 
 
 def _result(ret: TensorAnnotation, binding: dict) -> TensorV:
