@@ -207,6 +207,13 @@ CASES: list[Case] = [
     Case("format", "MAN002", "format", _set("format", "mimir-manifest/2")),
     Case("backend-unknown", "MAN002", "backend", _set("backend", "cuda")),
     Case("dims-min-negative", "MAN002", "dims[0].min", _set("dims.0.min", -1)),
+    Case("dims-max-boolean", "MAN002", "dims[0].max", _set("dims.0.max", True)),
+    Case(
+        "dims-multiple-of-relation",
+        "MAN002",
+        "dims[0].multiple_of",
+        _set("dims.0.multiple_of", "N"),
+    ),
     Case("solve-not-an-object", "MAN002", "dims[0].solve", _set("dims.0.solve", [0])),
     Case(
         "solve-axis-past-the-rank",
@@ -317,6 +324,8 @@ CASES: list[Case] = [
     Case("file-directory", "MAN004", "kernels[0].file", folder=_directory),
     Case("file-over-16-mib", "MAN004", "kernels[0].file", folder=_huge),
     # -- MAN005: dim expressions
+    Case("dims-max-names-no-dim", "MAN005", "dims[0].max", _set("dims.0.max", "MAXT")),
+    Case("dims-min-malformed", "MAN005", "dims[0].min", _set("dims.0.min", "N +")),
     Case(
         "solve-scale-names-no-dim",
         "MAN005",
@@ -506,6 +515,8 @@ CASES: list[Case] = [
     # -- the call's own values
     Case("input-short", "GPU040", None, short_input=True),
     Case("dim-below-minimum", "GPU042", None, dims={"N": 0}),
+    Case("dim-above-its-relation", "GPU042", None, _set("dims.0.max", "N - 1")),
+    Case("dim-within-its-relation", None, None, _set("dims.0.max", "N * 2 // 2")),
 ]
 
 

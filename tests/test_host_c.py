@@ -338,6 +338,34 @@ def test_vulkan_host_solves_a_dim_only_an_equation_fixes(build: Path, tmp_path: 
     assert want in run.stderr
 
 
+def test_vulkan_host_refuses_a_dim_past_its_relation(build: Path, tmp_path: Path) -> None:
+    """`Dim("T", max=MAXT)` is `"max": "MAXT"` in the manifest: T = MAXT runs, T > MAXT is
+    GPU042 before any launch."""
+    import numpy as np
+
+    require_tool("wgpu")
+    host = _vulkan_host(build)
+    manifest = OUT / "spirv" / "related" / "encoder.manifest.json"
+    rng = np.random.default_rng(5)
+    wpe = rng.uniform(-1, 1, (6, 3)).astype("<f4")
+    np.save(tmp_path / "wpe.npy", wpe)
+    xs = {t: rng.uniform(-1, 1, (2, t, 3)).astype("<f4") for t in (6, 7)}
+    for t, code in ((6, 0), (7, 2)):
+        np.save(tmp_path / f"x{t}.npy", xs[t])
+        out = tmp_path / f"t{t}"
+        args = [
+            f"wte_rows=@{tmp_path / f'x{t}.npy'}",
+            f"wpe=@{tmp_path / 'wpe.npy'}",
+            "-o",
+            str(out),
+        ]
+        run = subprocess.run([str(host), str(manifest), *args], capture_output=True, text=True)
+        assert run.returncode == code, run.stderr
+    got = np.fromfile(tmp_path / "t6" / "out.bin", dtype="<f4").reshape(2, 6, 3)
+    assert np.allclose(got, xs[6] + wpe)
+    assert "[GPU042] dim `T`=7 is above its maximum MAXT=6" in run.stderr
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

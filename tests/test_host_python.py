@@ -585,3 +585,24 @@ def test_a_dim_only_an_equation_fixes_is_solved_from_the_shapes(backend: str) ->
     with pytest.raises(HostError) as info:
         kernels.thirds_summed(_rand(9), dims={"C": 2})  # given, and the shape disagrees
     assert info.value.code == "GPU040"
+
+
+@pytest.mark.parametrize("backend", ["wgsl", "spirv"])
+def test_a_dim_bounded_by_another_is_refused_past_it(backend: str) -> None:
+    """`Dim("T", max=MAXT)`: the manifest's `max: "MAXT"`; T <= MAXT runs (T = MAXT too),
+    T > MAXT is GPU042 before anything is allocated, as the shim refuses it."""
+    kernels = load(OUT / backend / "related")
+    wpe = _rand(8, 3, seed=2)
+    for t in (1, 5, 8):
+        x = _rand(2, t, 3, seed=t)
+        want = _shim("related", "encoder", {"wte_rows": x, "wpe": wpe},
+                     {"B": 2, "T": t, "C": 3, "MAXT": 8})["out"]  # fmt: skip
+        assert_close(kernels.encoder(x, wpe).ravel().tolist(), want, "float32")
+    with pytest.raises(HostError) as info:
+        kernels.encoder(_rand(2, 9, 3), wpe)
+    assert info.value.code == "GPU042" and "dim `T`=9 is above its maximum MAXT=8" in str(
+        info.value
+    )
+    with pytest.raises(HostError) as info:
+        kernels.window_head(_rand(3, 4), _rand(4, 4))  # W = 3 < T = 4
+    assert info.value.code == "GPU042" and "below its minimum T=4" in str(info.value)

@@ -179,7 +179,15 @@ function checkDimList(value) {
     if (seen.has(name)) throw new ManifestError(`dim \`${name}\` is declared twice`, 'MAN003', `${where}.name`);
     seen.add(name);
     for (const [key, low] of [['min', 0], ['max', 0], ['multiple_of', 1]]) {
-      if (get(dim, key) != null) integer(dim[key], `${where}.${key}`, low, U32_MAX, 'MAN002');
+      if (get(dim, key) != null && !(key !== 'multiple_of' && typeof dim[key] === 'string')) {
+        integer(dim[key], `${where}.${key}`, low, U32_MAX, 'MAN002');
+      }
+    }
+  });
+  // a relation with other dims (`max: "MAXT"`), once every dim is named
+  value.forEach((dim, i) => {
+    for (const key of ['min', 'max']) {
+      if (typeof dim[key] === 'string') expression(dim[key], `dims[${i}].${key}`, seen);
     }
   });
   return seen;

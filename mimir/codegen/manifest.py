@@ -18,6 +18,7 @@ from mimir.codegen.backends.base import Printed
 from mimir.codegen.ir import Fence, Kernel, MmaSync, WarpReduce, all_expressions, walk_statements
 from mimir.codegen.schedule import BufferSpec, Schedule
 from mimir.codegen.schedule.limits import kernel_solves
+from mimir.dims import Size
 
 FORMAT = "mimir-manifest/1"
 SCHEMA_PATH = Path(str(resources.files("mimir.codegen") / "schemas" / "manifest-v1.schema.json"))
@@ -103,12 +104,13 @@ def _dims(s: Schedule) -> list[dict[str, Any]]:
     `buffer`'s `axis` is `scale * dim + offset`, so a host binds it to
     `(size - offset) / scale` (exact, else the argument fits no binding)."""
     solves = kernel_solves(s.kernel)
+    names = {d.name for d in s.dims}
     out = []
     for d in s.dims:
         entry: dict[str, Any] = {
             "name": d.name,
-            "min": d.min,
-            "max": d.max,
+            "min": _bound(d.min_of, d.min, names),
+            "max": _bound(d.max_of, d.max, names),
             "multiple_of": d.multiple_of,
         }
         found = solves.get(d.name)
@@ -121,6 +123,14 @@ def _dims(s: Schedule) -> list[dict[str, Any]]:
             }
         out.append(entry)
     return out
+
+
+def _bound(relation: Size | None, static: int | None, names: set[str]) -> int | str | None:
+    """A dim's `min` or `max`: a relation with other dims of the function
+    (`Dim("T", max=MAXT)`) as an expression a host checks, else the int bound."""
+    if relation is not None and all(x.name in names for x in relation.dims()):
+        return sz.manifest_value(relation)
+    return static
 
 
 def _buffer(b: BufferSpec) -> dict[str, Any]:

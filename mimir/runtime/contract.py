@@ -244,9 +244,17 @@ def _dims(value: Any) -> set[str]:
             raise ManifestError(f"dim `{name}` is declared twice", "MAN003", f"{where}.name")
         seen.add(name)
         for key, low in (("min", 0), ("max", 0), ("multiple_of", 1)):
-            if dim.get(key) is not None:
+            if dim.get(key) is not None and not (key != "multiple_of" and _is_text(dim[key])):
                 _integer_field(dim[key], f"{where}.{key}", low, U32_MAX, "MAN002")
+    for i, dim in enumerate(value):  # a relation with other dims (`max: "MAXT"`), once all named
+        for key in ("min", "max"):
+            if _is_text(dim.get(key)):
+                _expression(dim[key], f"dims[{i}].{key}", seen)
     return seen
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
 
 
 def _buffers(value: Any, dims: set[str]) -> dict[str, Mapping[str, Any]]:

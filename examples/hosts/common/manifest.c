@@ -435,13 +435,27 @@ static int load_dims(manifest *m, sink *s) {
         const char *keys[] = {"min", "max", "multiple_of"};
         int64_t *values[] = {&d->min, &d->max, &d->multiple_of};
         int *present[] = {&d->has_min, &d->has_max, &d->has_multiple_of};
+        const cJSON **relations[] = {&d->min_expr, &d->max_expr, NULL};
         for (int k = 0; k < 3; k++) {
             const cJSON *v = member(entry, keys[k]);
             if (!v || cJSON_IsNull(v)) continue;
+            if (relations[k] && cJSON_IsString(v)) { /* checked below, once every dim is named */
+                *relations[k] = v;
+                continue;
+            }
             snprintf(at, sizeof at, "%s.%s", where, keys[k]);
             if (!need_integer(s, v, at, k == 2 ? 1 : 0, (double)U32_MAX, "MAN002", values[k]))
                 return 0;
             *present[k] = 1;
+        }
+    }
+    for (i = 0; i < m->dim_count; i++) {
+        const cJSON *exprs[] = {m->dims[i].min_expr, m->dims[i].max_expr};
+        for (int k = 0; k < 2; k++) {
+            int64_t ignored;
+            snprintf(at, sizeof at, "dims[%d].%s", i, k ? "max" : "min");
+            if (exprs[k] && !eval_text(m, exprs[k]->valuestring, 1, &ignored, at, s->error, s->size))
+                return 0;
         }
     }
     return 1;
@@ -997,6 +1011,20 @@ int manifest_bind(manifest *m, char *error, size_t error_size) {
         if (d->value < 0)
             return refuse(error, error_size, "GPU042", NULL, "dim `%s`=%lld is negative", d->name,
                           (long long)d->value);
+    }
+    for (int i = 0; i < m->dim_count; i++) { /* relations, once every dim is bound */
+        const manifest_dim *d = &m->dims[i];
+        const cJSON *exprs[] = {d->min_expr, d->max_expr};
+        for (int k = 0; k < 2; k++) {
+            int64_t limit;
+            if (!exprs[k]) continue;
+            snprintf(at, sizeof at, "dims[%d].%s", i, k ? "max" : "min");
+            if (!eval_entry(m, exprs[k], &limit, at, error, error_size)) return 0;
+            if (k ? d->value > limit : d->value < limit)
+                return refuse(error, error_size, "GPU042", NULL, "dim `%s`=%lld is %s %s=%lld", d->name,
+                              (long long)d->value, k ? "above its maximum" : "below its minimum",
+                              exprs[k]->valuestring, (long long)limit);
+        }
     }
     for (int i = 0; i < m->field_count; i++)
         if (!m->fields[i].is_dim && !m->fields[i].scalar_set)

@@ -65,6 +65,7 @@ typedef struct {
     const char *name;
     int has_min, has_max, has_multiple_of;
     int64_t min, max, multiple_of;
+    const cJSON *min_expr, *max_expr; /* a relation with other dims (`"max": "MAXT"`), or NULL */
     int64_t value;
     int bound;
     /* `solve`: input buffer `solve_buffer`'s axis `solve_axis` is scale * dim + offset */
