@@ -606,3 +606,21 @@ def test_a_dim_bounded_by_another_is_refused_past_it(backend: str) -> None:
     with pytest.raises(HostError) as info:
         kernels.window_head(_rand(3, 4), _rand(4, 4))  # W = 3 < T = 4
     assert info.value.code == "GPU042" and "below its minimum T=4" in str(info.value)
+
+
+def test_slices_sized_by_related_dims_run_and_keep_their_relations() -> None:
+    """`x[:, :T]` of a `[B, MAXT]` input (`T <= MAXT`) and `x[:, :S]` of a `[B, CTX]` one
+    (`S <= CTX = 16`): each runs at the relation's edge and is refused one past it."""
+    kernels = load(OUT / "wgsl" / "related_slices")
+    x, y = _rand(3, 6, seed=1), _rand(3, 6, seed=2)
+    want = _shim("related_slices", "first_t", {"x": x, "y": y}, {"B": 3, "MAXT": 6, "T": 6})
+    assert_close(kernels.first_t(x, y).ravel().tolist(), want["out"], "float32")
+    with pytest.raises(HostError) as info:
+        kernels.first_t(x, _rand(3, 7))
+    assert info.value.code == "GPU042"
+    x, y = _rand(2, 16, seed=3), _rand(2, 16, seed=4)
+    want = _shim("related_slices", "context_prefix", {"x": x, "y": y}, {"B": 2, "S": 16})
+    assert_close(kernels.context_prefix(x, y).ravel().tolist(), want["out"], "float32")
+    with pytest.raises(HostError) as info:
+        kernels.context_prefix(x, _rand(2, 17))
+    assert info.value.code == "GPU042" and "above its maximum 16" in str(info.value)
