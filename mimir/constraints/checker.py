@@ -113,6 +113,50 @@ def _sym_of(size: Size, env: dict[str, Sym]) -> Sym | None:
     return getattr(left, _DUNDER[size.op])(right)
 
 
+def refuse_unsatisfiable_relations(info: ModuleInfo) -> list[Diagnostic]:
+    """GPU034 for each dim whose relations with earlier dims no size satisfies
+    (`Dim("A", min=B + 1, max=B - 1)`): assumed, they would make every proof vacuous. The
+    dim is then a bad dim (its uses are poisoned, not reported again)."""
+    found = []
+    solver = z3.Solver()
+    terms: dict[str, z3.ArithRef] = {}
+
+    def term(size: Size) -> z3.ArithRef:
+        if isinstance(size, int):
+            return z3.IntVal(size)
+        if isinstance(size, Dim):
+            return terms.setdefault(size.name, z3.Int(size.name))
+        return _z3_op(size.op, term(size.left), term(size.right))
+
+    for name, decl in list(info.dims.items()):
+        dim = decl.dim
+        var = term(dim)
+        solver.add(var >= dim.min)
+        if dim.max is not None:
+            solver.add(var <= dim.max)
+        if dim.multiple_of is not None:
+            solver.add(var % dim.multiple_of == 0)
+        relations = [var >= term(dim.min_of)] if dim.min_of is not None else []
+        relations += [var <= term(dim.max_of)] if dim.max_of is not None else []
+        if not relations:
+            continue
+        solver.push()
+        solver.add(*relations)
+        if solver.check() == z3.unsat:
+            solver.pop()
+            found.append(
+                Diagnostic(
+                    "GPU034",
+                    f"dim `{dim.name}` has {dim.describe_constraints()}, which no size "
+                    "satisfies with the dims it names",
+                    decl.span,
+                )
+            )
+            del info.dims[name]
+            info.bad_dims.add(name)
+    return found
+
+
 class KernelChecker:
     def __init__(self, info: ModuleInfo, kg: KernelGraph, timeout_ms: int) -> None:
         self.info = info
