@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mimir.constraints.checker import KernelChecker
+from mimir.constraints.checker import KernelChecker, refuse_unsatisfiable_relations
 from mimir.constraints.devices import check_devices
 from mimir.constraints.index_kernels import IndexKernelChecker
 from mimir.diagnostics.diagnostic import Diagnostic, Span
@@ -142,6 +142,7 @@ def _check_source(
     diagnostics = [
         Diagnostic(p.code, p.message, p.span, function=p.function) for p in info.problems
     ]
+    diagnostics += refuse_unsatisfiable_relations(info)
     kernels = []
     facts = _facts_key(info, timeout_ms) if kernel_cache is not None else ""
     for kernel in info.kernels:

@@ -151,23 +151,29 @@ class Dim(DimExpr):
     """A named symbolic size: `Dim("N")`, `Dim("T", min=1, max=4096, multiple_of=4)`.
 
     A dim is at least 1 unless `min` says otherwise (`min=0` admits empty tensors).
+    `min` and `max` may be sizes of other dims (`Dim("T", max=MAXT)`, `max=2 * MAXT`): a
+    relation every proof uses and every call checks once all its dims are bound; `min` and
+    `max` then hold the int bounds it implies on its own (MAXT's `max`, when it has one),
+    and `min_of` and `max_of` the relation.
     """
 
-    __slots__ = ("name", "min", "max", "multiple_of")
+    __slots__ = ("name", "min", "max", "multiple_of", "min_of", "max_of")
 
     def __init__(
         self,
         name: str,
         *,
-        min: int = 1,  # noqa: A002 - the public keyword is `min`
-        max: int | None = None,  # noqa: A002
+        min: int | DimExpr = 1,  # noqa: A002 - the public keyword is `min`
+        max: int | DimExpr | None = None,  # noqa: A002
         multiple_of: int | None = None,
     ) -> None:
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"dim name must be an identifier, got {name!r}")
         self.name = name
-        self.min = min
-        self.max = max
+        self.min_of = min if isinstance(min, DimExpr) else None
+        self.max_of = max if isinstance(max, DimExpr) else None
+        self.min = max_(0, static_bound(min, upper=False) or 0) if self.min_of else min
+        self.max = static_bound(max, upper=True) if self.max_of else max
         self.multiple_of = multiple_of
 
     def evaluate(self, env: Mapping[str, int]) -> int:
@@ -177,16 +183,34 @@ class Dim(DimExpr):
             raise UnboundDimError(self.name) from None
 
     def admits(self, value: int) -> bool:
-        """Whether `value` satisfies this dim's constraints."""
+        """Whether `value` satisfies this dim's constraints of its own (not its relations
+        with other dims: `relation_error`)."""
         if value < self.min:
             return False
         if self.max is not None and value > self.max:
             return False
         return not (self.multiple_of is not None and value % self.multiple_of != 0)
 
+    def relation_error(self, value: int, env: Mapping[str, int]) -> str | None:
+        """Why `value` breaks a `min=`/`max=` relation with other dims under `env` (None: it
+        keeps them, or a dim of the relation is not bound, so there is nothing to check)."""
+        for bound, upper in ((self.min_of, False), (self.max_of, True)):
+            if bound is None:
+                continue
+            try:
+                limit = bound.evaluate(env)
+            except UnboundDimError:
+                continue
+            if (value > limit) if upper else (value < limit):
+                which = "above its maximum" if upper else "below its minimum"
+                return f"{self.name}={value} is {which} {bound}={limit}"
+        return None
+
     def describe_constraints(self) -> str:
-        parts = [f"min={self.min}"]
-        if self.max is not None:
+        parts = [f"min={self.min_of if self.min_of is not None else self.min}"]
+        if self.max_of is not None:
+            parts.append(f"max={self.max_of}")
+        elif self.max is not None:
             parts.append(f"max={self.max}")
         if self.multiple_of is not None:
             parts.append(f"multiple_of={self.multiple_of}")
@@ -406,6 +430,33 @@ def binop(op: str, left: Size, right: Size) -> Size:
     return BinOp(op, left, right)
 
 
+max_ = max  # the builtin, which `Dim.__init__`'s keyword shadows
+
+
+def static_bound(size: Size, upper: bool) -> int | None:
+    """The largest (`upper`) or smallest value `size` can take by its dims' own int bounds,
+    when they say (sums, products and differences of sizes, `//` by a positive int)."""
+    if isinstance(size, int):
+        return size
+    if isinstance(size, Dim):
+        return size.max if upper else size.min
+    if not isinstance(size, BinOp):
+        return None
+    if size.op == "-":
+        a, b = static_bound(size.left, upper), static_bound(size.right, not upper)
+        return None if a is None or b is None else a - b
+    a, b = static_bound(size.left, upper), static_bound(size.right, upper)
+    if a is None or b is None:
+        return None
+    if size.op == "+":
+        return a + b
+    if size.op == "*" and a >= 0 and b >= 0:
+        return a * b
+    if size.op == "//" and isinstance(size.right, int) and size.right > 0:
+        return a // size.right
+    return None
+
+
 def evaluate(size: Size, env: Mapping[str, int]) -> int:
     """The int value of `size` under `env` (dim name -> value)."""
     if isinstance(size, int):
@@ -483,3 +534,90 @@ def _size_poly(e: Size) -> _Poly:
 
 def _poly_key(p: _Poly) -> str:
     return " + ".join(f"{c}*{'*'.join(m) or 1}" for m, c in sorted(p.items()))
+
+
+# ---------------------------------------------------------------- dims fixed by an equation
+
+
+def affine_in(size: Size, dim: Dim) -> tuple[Size, Size] | None:
+    """`(scale, offset)` with `size == scale * dim + offset` for every binding, neither
+    holding `dim`; None when `size` is not affine in `dim` (`dim * dim`, `dim // 2`)."""
+    if isinstance(size, int) or (isinstance(size, Dim) and size != dim):
+        return 0, size
+    if isinstance(size, Dim):
+        return 1, 0
+    assert isinstance(size, BinOp)
+    if dim not in size.dims():
+        return 0, size
+    left, right = affine_in(size.left, dim), affine_in(size.right, dim)
+    if left is None or right is None:
+        return None
+    (a, b), (c, d) = left, right
+    if size.op in ("+", "-"):
+        return binop(size.op, a, c), binop(size.op, b, d)
+    if size.op == "*":
+        if _is_zero(a):  # b * (c D + d)
+            return _times(b, c), _times(b, d)
+        if _is_zero(c):  # (a D + b) * d
+            return _times(a, d), _times(b, d)
+    return None  # D * D, D // k, D % k
+
+
+def _times(a: Size, b: Size) -> Size:
+    return 0 if _is_zero(a) or _is_zero(b) else binop("*", a, b)
+
+
+def _is_zero(size: Size) -> bool:
+    return isinstance(size, int) and size == 0
+
+
+def positive(size: Size) -> bool:
+    """Whether `size` is at least 1 for every binding its dims admit, by construction: a
+    positive int, a dim declared `min >= 1`, or sums and products of these."""
+    if isinstance(size, int):
+        return size >= 1
+    if isinstance(size, Dim):
+        return isinstance(size.min, int) and size.min >= 1
+    if isinstance(size, BinOp) and size.op in ("+", "*"):
+        return positive(size.left) and positive(size.right)
+    return False
+
+
+@dataclass(frozen=True)
+class Solved:
+    """A dim fixed by an equation: parameter `param`'s `axis` is `scale * dim + offset`, so
+    `dim` is `(size - offset) / scale` (exactly: a size the scale does not divide fits no
+    binding). `scale` and `offset` hold only dims bound before this one."""
+
+    dim: Dim
+    param: str
+    axis: int
+    scale: Size
+    offset: Size
+
+
+def solve_dims(shapes: list[tuple[str, tuple[Size, ...]]]) -> list[Solved]:
+    """The dims of `shapes` (each parameter's name and annotated sizes, in order) that no
+    axis names alone but one axis fixes by an equation with dims already known, in the order
+    they can be solved: the first axis, parameter by parameter, that is affine in its one
+    unknown dim with a positive scale (`3 * C`, `T + P`, `3 * NH * HS`), until none is left.
+    The shim, the checker, the manifest and every host solve in this one order."""
+    known = {d.name for _, sizes in shapes for d in sizes if isinstance(d, Dim)}
+    out: list[Solved] = []
+    progress = True
+    while progress:
+        progress = False
+        for name, sizes in shapes:
+            for axis, size in enumerate(sizes):
+                if not isinstance(size, BinOp):
+                    continue
+                free = [d for d in size.dims() if d.name not in known]
+                if len(free) != 1:
+                    continue
+                found = affine_in(size, free[0])
+                if found is None or not positive(found[0]):
+                    continue
+                out.append(Solved(free[0], name, axis, found[0], found[1]))
+                known.add(free[0].name)
+                progress = True
+    return out

@@ -207,6 +207,32 @@ CASES: list[Case] = [
     Case("format", "MAN002", "format", _set("format", "mimir-manifest/2")),
     Case("backend-unknown", "MAN002", "backend", _set("backend", "cuda")),
     Case("dims-min-negative", "MAN002", "dims[0].min", _set("dims.0.min", -1)),
+    Case("dims-max-boolean", "MAN002", "dims[0].max", _set("dims.0.max", True)),
+    Case(
+        "dims-multiple-of-relation",
+        "MAN002",
+        "dims[0].multiple_of",
+        _set("dims.0.multiple_of", "N"),
+    ),
+    Case("solve-not-an-object", "MAN002", "dims[0].solve", _set("dims.0.solve", [0])),
+    Case(
+        "solve-axis-past-the-rank",
+        "MAN002",
+        "dims[0].solve.axis",
+        _set("dims.0.solve", {"buffer": "x", "axis": 2, "scale": 1, "offset": 0}),
+    ),
+    Case(
+        "solve-scale-zero",
+        "MAN002",
+        "dims[0].solve.scale",
+        _set("dims.0.solve", {"buffer": "x", "axis": 0, "scale": 0, "offset": 0}),
+    ),
+    Case(
+        "solve-offset-missing",
+        "MAN002",
+        "dims[0].solve.offset",
+        _set("dims.0.solve", {"buffer": "x", "axis": 0, "scale": 1}),
+    ),
     Case("dtype-float64", "MAN002", "buffers[0].dtype", _set("buffers.0.dtype", "float64")),
     Case("role-unknown", "MAN002", "buffers[0].role", _set("buffers.0.role", "in_out")),
     Case(
@@ -251,6 +277,18 @@ CASES: list[Case] = [
         "entry-point", "MAN003", "kernels[0].entry_point", _set("kernels.0.entry_point", "main; x")
     ),
     Case("dim-twice", "MAN003", "dims[1].name", _twice_dim),
+    Case(
+        "solve-output-buffer",
+        "MAN003",
+        "dims[0].solve.buffer",
+        _set("dims.0.solve", {"buffer": "out", "axis": 0, "scale": 1, "offset": 0}),
+    ),
+    Case(
+        "solve-unknown-buffer",
+        "MAN003",
+        "dims[0].solve.buffer",
+        _set("dims.0.solve", {"buffer": "../x", "axis": 0, "scale": 1, "offset": 0}),
+    ),
     Case("buffer-twice", "MAN003", "buffers[1].name", _set("buffers.1.name", "x")),
     Case(
         "binding-unknown-buffer",
@@ -286,6 +324,14 @@ CASES: list[Case] = [
     Case("file-directory", "MAN004", "kernels[0].file", folder=_directory),
     Case("file-over-16-mib", "MAN004", "kernels[0].file", folder=_huge),
     # -- MAN005: dim expressions
+    Case("dims-max-names-no-dim", "MAN005", "dims[0].max", _set("dims.0.max", "MAXT")),
+    Case("dims-min-malformed", "MAN005", "dims[0].min", _set("dims.0.min", "N +")),
+    Case(
+        "solve-scale-names-no-dim",
+        "MAN005",
+        "dims[0].solve.scale",
+        _set("dims.0.solve", {"buffer": "x", "axis": 0, "scale": "2 * Q", "offset": 0}),
+    ),
     Case(
         "expr-int64-min-div-minus-one",
         "MAN005",
@@ -469,6 +515,8 @@ CASES: list[Case] = [
     # -- the call's own values
     Case("input-short", "GPU040", None, short_input=True),
     Case("dim-below-minimum", "GPU042", None, dims={"N": 0}),
+    Case("dim-above-its-relation", "GPU042", None, _set("dims.0.max", "N - 1")),
+    Case("dim-within-its-relation", None, None, _set("dims.0.max", "N * 2 // 2")),
 ]
 
 

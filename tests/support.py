@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from mimir.array import Kernel, MimirError, Tensor, TensorType, full, rand
-from mimir.dims import Dim, DimExpr, evaluate
+from mimir.dims import Dim, DimExpr, UnboundDimError, evaluate
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "check"
@@ -143,8 +143,38 @@ def negative_axes(annotations: dict[str, Any], env: dict[str, int]) -> list[tupl
     return found
 
 
+def _related(annotations: dict[str, Any], env: dict[str, int], fixed: set[str]) -> None:
+    """Move the free dims of `env` until each keeps its relations (`Dim("T", max=MAXT)`)."""
+    for _ in range(64):
+        moved = False
+        for dim in param_dims(annotations):
+            if dim.name in fixed or dim.relation_error(env[dim.name], env) is None:
+                continue
+            low, high = _bound(dim.min_of, env, dim.min), _bound(dim.max_of, env, dim.max)
+            v = _admissible(dim, max(low, dim.min))
+            if v is not None and (high is None or v <= high):
+                env[dim.name] = v
+                moved = True
+            elif dim.max_of is not None:  # no room below the bound (P <= MAXT - 1 at MAXT=1)
+                for other in dim.max_of.dims():
+                    grown = None if other.name in fixed else _admissible(other, env[other.name] + 1)
+                    if grown is not None:
+                        env[other.name] = grown
+                        moved = True
+        if not moved:
+            return
+
+
+def _bound(relation: Any, env: dict[str, int], default: int | None) -> int | None:
+    try:
+        return default if relation is None else evaluate(relation, env)
+    except UnboundDimError:
+        return default
+
+
 def _callable(annotations: dict[str, Any], env: dict[str, int], fixed: set[str]) -> dict[str, int]:
     """Grow the free dims of `env` until every parameter axis is >= 0 (`H - 2` needs H >= 2)."""
+    _related(annotations, env, fixed)
     for _ in range(64):
         bad = negative_axes(annotations, env)
         if not bad:

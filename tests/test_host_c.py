@@ -302,6 +302,70 @@ def test_vulkan_host_reads_the_open_dim_from_a_raw_file(build: Path, tmp_path: P
     assert run.stdout.startswith("out float32 [5, 33]:")
 
 
+def test_vulkan_host_solves_a_dim_only_an_equation_fixes(build: Path, tmp_path: Path) -> None:
+    """`x: Tensor[float32, 3 * C]` alone: the manifest's `solve` binds C from x.npy's shape
+    (size / 3, exactly), and `[B, T + 1]` binds T as the size less 1."""
+    import numpy as np
+
+    require_tool("wgpu")
+    host = _vulkan_host(build)
+    folder = OUT / "spirv" / "sizes"
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, 15).astype("<f4")
+    np.save(tmp_path / "x.npy", x)
+    run = subprocess.run([str(host), str(folder / "thirds_summed.manifest.json"),
+                          f"x=@{tmp_path / 'x.npy'}", "-o", str(tmp_path / "a")],
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("out float32 [5]:")
+    got = np.fromfile(tmp_path / "a" / "out.bin", dtype="<f4")
+    assert np.allclose(got, x[:5] + 2 * x[5:10] + 3 * x[10:], rtol=1e-5, atol=1e-6)
+    rows = rng.uniform(-1, 1, (2, 6)).astype("<f4")
+    np.save(tmp_path / "rows.npy", rows)
+    run = subprocess.run([str(host), str(folder / "shifted_rows.manifest.json"),
+                          f"x=@{tmp_path / 'rows.npy'}", "-o", str(tmp_path / "b")],
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    got = np.fromfile(tmp_path / "b" / "out.bin", dtype="<f4").reshape(2, 5)
+    assert np.allclose(got, rows[:, 1:] - rows[:, :5])
+    np.save(tmp_path / "x7.npy", x[:7])
+    run = subprocess.run([str(host), str(folder / "thirds_summed.manifest.json"),
+                          f"x=@{tmp_path / 'x7.npy'}"], capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 2
+    want = (
+        "[GPU040] argument `x` has size 7 on axis 0, which fits no `C` (7 is not a multiple of 3)"
+    )
+    assert want in run.stderr
+
+
+def test_vulkan_host_refuses_a_dim_past_its_relation(build: Path, tmp_path: Path) -> None:
+    """`Dim("T", max=MAXT)` is `"max": "MAXT"` in the manifest: T = MAXT runs, T > MAXT is
+    GPU042 before any launch."""
+    import numpy as np
+
+    require_tool("wgpu")
+    host = _vulkan_host(build)
+    manifest = OUT / "spirv" / "related" / "encoder.manifest.json"
+    rng = np.random.default_rng(5)
+    wpe = rng.uniform(-1, 1, (6, 3)).astype("<f4")
+    np.save(tmp_path / "wpe.npy", wpe)
+    xs = {t: rng.uniform(-1, 1, (2, t, 3)).astype("<f4") for t in (6, 7)}
+    for t, code in ((6, 0), (7, 2)):
+        np.save(tmp_path / f"x{t}.npy", xs[t])
+        out = tmp_path / f"t{t}"
+        args = [
+            f"wte_rows=@{tmp_path / f'x{t}.npy'}",
+            f"wpe=@{tmp_path / 'wpe.npy'}",
+            "-o",
+            str(out),
+        ]
+        run = subprocess.run([str(host), str(manifest), *args], capture_output=True, text=True)
+        assert run.returncode == code, run.stderr
+    got = np.fromfile(tmp_path / "t6" / "out.bin", dtype="<f4").reshape(2, 6, 3)
+    assert np.allclose(got, xs[6] + wpe)
+    assert "[GPU042] dim `T`=7 is above its maximum MAXT=6" in run.stderr
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

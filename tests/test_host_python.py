@@ -558,3 +558,69 @@ def test_load_runs_every_zoo_kernel_on_numpy_arrays(stem: str, function: str) ->
     for buf in kernel.inouts:  # updated in place
         got_inout = arrays[buf["name"]].ravel().tolist()
         assert_close(got_inout, want[buf["name"]], buf["dtype"], atol=atol, label=buf["name"])
+
+
+@pytest.mark.parametrize("backend", ["wgsl", "spirv"])
+def test_a_dim_only_an_equation_fixes_is_solved_from_the_shapes(backend: str) -> None:
+    """`x: Tensor[float32, 3 * C]` alone: the manifest's `solve` says C is x's size / 3; `T + 1`
+    alone: T is the size less 1. A size the scale does not divide fits no C (GPU040)."""
+    kernels = load(OUT / backend / "sizes")
+    for c in (1, 5):
+        x = _rand(3 * c, seed=c)
+        y = kernels.thirds_summed(x)
+        assert y.shape == (c,)
+        assert_close(y.tolist(), _shim("sizes", "thirds_summed", {"x": x}, {"C": c})["out"],
+                     "float32")  # fmt: skip
+    x = _rand(2, 8)
+    assert kernels.shifted_rows(x).shape == (2, 7)
+    want = _shim("sizes", "shifted_rows", {"x": x}, {"B": 2, "T": 7})["out"]
+    assert_close(kernels.shifted_rows(x).ravel().tolist(), want, "float32")
+    with pytest.raises(HostError) as info:
+        kernels.thirds_summed(_rand(7))
+    assert info.value.code == "GPU040" and "(7 is not a multiple of 3)" in str(info.value)
+    with pytest.raises(HostError) as info:
+        kernels.shifted_rows(_rand(2, 1))  # T = 0, below its minimum
+    assert info.value.code == "GPU042"
+    assert kernels.thirds_summed(_rand(9), dims={"C": 3}).shape == (3,)  # given, not solved
+    with pytest.raises(HostError) as info:
+        kernels.thirds_summed(_rand(9), dims={"C": 2})  # given, and the shape disagrees
+    assert info.value.code == "GPU040"
+
+
+@pytest.mark.parametrize("backend", ["wgsl", "spirv"])
+def test_a_dim_bounded_by_another_is_refused_past_it(backend: str) -> None:
+    """`Dim("T", max=MAXT)`: the manifest's `max: "MAXT"`; T <= MAXT runs (T = MAXT too),
+    T > MAXT is GPU042 before anything is allocated, as the shim refuses it."""
+    kernels = load(OUT / backend / "related")
+    wpe = _rand(8, 3, seed=2)
+    for t in (1, 5, 8):
+        x = _rand(2, t, 3, seed=t)
+        want = _shim("related", "encoder", {"wte_rows": x, "wpe": wpe},
+                     {"B": 2, "T": t, "C": 3, "MAXT": 8})["out"]  # fmt: skip
+        assert_close(kernels.encoder(x, wpe).ravel().tolist(), want, "float32")
+    with pytest.raises(HostError) as info:
+        kernels.encoder(_rand(2, 9, 3), wpe)
+    assert info.value.code == "GPU042" and "dim `T`=9 is above its maximum MAXT=8" in str(
+        info.value
+    )
+    with pytest.raises(HostError) as info:
+        kernels.window_head(_rand(3, 4), _rand(4, 4))  # W = 3 < T = 4
+    assert info.value.code == "GPU042" and "below its minimum T=4" in str(info.value)
+
+
+def test_slices_sized_by_related_dims_run_and_keep_their_relations() -> None:
+    """`x[:, :T]` of a `[B, MAXT]` input (`T <= MAXT`) and `x[:, :S]` of a `[B, CTX]` one
+    (`S <= CTX = 16`): each runs at the relation's edge and is refused one past it."""
+    kernels = load(OUT / "wgsl" / "related_slices")
+    x, y = _rand(3, 6, seed=1), _rand(3, 6, seed=2)
+    want = _shim("related_slices", "first_t", {"x": x, "y": y}, {"B": 3, "MAXT": 6, "T": 6})
+    assert_close(kernels.first_t(x, y).ravel().tolist(), want["out"], "float32")
+    with pytest.raises(HostError) as info:
+        kernels.first_t(x, _rand(3, 7))
+    assert info.value.code == "GPU042"
+    x, y = _rand(2, 16, seed=3), _rand(2, 16, seed=4)
+    want = _shim("related_slices", "context_prefix", {"x": x, "y": y}, {"B": 2, "S": 16})
+    assert_close(kernels.context_prefix(x, y).ravel().tolist(), want["out"], "float32")
+    with pytest.raises(HostError) as info:
+        kernels.context_prefix(x, _rand(2, 17))
+    assert info.value.code == "GPU042" and "above its maximum 16" in str(info.value)

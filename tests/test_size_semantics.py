@@ -141,3 +141,82 @@ def test_size_ints_keep_their_mark() -> None:
     assert isinstance(s - 3, SizeInt) and isinstance(3 - s, SizeInt) and isinstance(-s, SizeInt)
     assert isinstance(s // 2, SizeInt) and isinstance(s % 2, SizeInt)
     assert type(s * 0.5) is float and s / 2 == 2.5
+
+
+C = Dim("C")
+NH = Dim("NH")
+HS = Dim("HS")
+EVEN = Dim("EVEN", multiple_of=2)
+
+
+@gpu
+def thirds(x: Tensor[float32, 3 * C]) -> Tensor[float32, C]:
+    return x[:C] + x[2 * C :]
+
+
+@gpu
+def heads(qkv: Tensor[float32, 3 * NH * HS], h: Tensor[float32, NH]) -> Tensor[float32, HS]:
+    return qkv[:HS]
+
+
+@gpu
+def after_even(x: Tensor[float32, EVEN + 1]) -> Tensor[float32, EVEN]:
+    return x[1:]
+
+
+@gpu
+def past_rows(x: Tensor[float32, N + K0]) -> Tensor[float32, N]:
+    return x[K0:]
+
+
+def test_a_dim_only_an_equation_fixes_is_solved_exactly() -> None:
+    """`3 * C` alone: C is the size / 3; a size 3 does not divide fits no C (GPU040), the
+    checker's code at a host call; the solved value keeps its dim's constraints (GPU042)."""
+    assert thirds(_x(6)).shape == (2,)
+    assert [_code(thirds, _x(n)) for n in (1, 7, 8)] == ["GPU040"] * 3
+    assert heads(_x(24), _x(2)).shape == (4,)  # HS = 24 / (3 * 2), NH from h
+    assert _code(heads, _x(24), _x(5)) == "GPU040"
+    assert after_even(_x(5)).shape == (4,)
+    assert _code(after_even, _x(4)) == "GPU042"  # EVEN = 3 is not a multiple of 2
+    assert _code(after_even, _x(1)) == "GPU042"  # EVEN = 0 is below its minimum 1
+
+
+def test_two_unknown_dims_in_one_axis_fix_neither() -> None:
+    assert _code(past_rows, _x(3)) == "GPU035"
+
+
+LIMIT = 6
+MAXT = Dim("MAXT")
+T = Dim("T", max=MAXT)
+WIDE = Dim("WIDE", min=T, max=2 * MAXT)
+CAPPED = Dim("CAPPED", max=LIMIT - 2)
+
+
+@gpu
+def first_rows(x: Tensor[float32, T], table: Tensor[float32, MAXT]) -> Tensor[float32, T]:
+    return x + table[:T]
+
+
+@gpu
+def wide_window(
+    w: Tensor[float32, WIDE], x: Tensor[float32, T], table: Tensor[float32, MAXT]
+) -> Tensor[float32, T]:
+    return w[:T] + x + table[:T]
+
+
+@gpu
+def capped(x: Tensor[float32, CAPPED]) -> Tensor[float32, CAPPED]:
+    return x
+
+
+def test_a_relation_between_dims_is_checked_once_both_are_bound() -> None:
+    """`Dim("T", max=MAXT)`: T = MAXT runs, T > MAXT is GPU042; relations by expressions
+    (`min=T, max=2 * MAXT`) too; `max=LIMIT - 2` of a module constant is an int bound."""
+    assert first_rows(_x(4), _x(4)).shape == (4,)
+    assert _code(first_rows, _x(5), _x(4)) == "GPU042"
+    assert wide_window(_x(8), _x(3), _x(4)).shape == (3,)
+    assert _code(wide_window, _x(2), _x(3), _x(4)) == "GPU042"  # WIDE < T
+    assert _code(wide_window, _x(9), _x(3), _x(4)) == "GPU042"  # WIDE > 2 * MAXT
+    assert CAPPED.max == 4 and capped(_x(4)).shape == (4,)
+    assert _code(capped, _x(5)) == "GPU042"
+    assert T.describe_constraints() == "min=1, max=MAXT"

@@ -154,6 +154,7 @@ export function checkManifest(manifest, backend) {
   checkBackend(get(root, 'backend'), backend);
   const dims = checkDimList(get(root, 'dims'));
   const buffers = checkBuffers(get(root, 'buffers'), dims);
+  checkSolves(root.dims, dims, buffers);
   const hasUniform = checkUniform(get(root, 'uniform'));
   const kernels = list(get(root, 'kernels'), 'kernels', MAX_KERNELS);
   kernels.forEach((kernel, k) => checkKernel(kernel, `kernels[${k}]`, root.backend, dims, buffers, hasUniform));
@@ -178,7 +179,15 @@ function checkDimList(value) {
     if (seen.has(name)) throw new ManifestError(`dim \`${name}\` is declared twice`, 'MAN003', `${where}.name`);
     seen.add(name);
     for (const [key, low] of [['min', 0], ['max', 0], ['multiple_of', 1]]) {
-      if (get(dim, key) != null) integer(dim[key], `${where}.${key}`, low, U32_MAX, 'MAN002');
+      if (get(dim, key) != null && !(key !== 'multiple_of' && typeof dim[key] === 'string')) {
+        integer(dim[key], `${where}.${key}`, low, U32_MAX, 'MAN002');
+      }
+    }
+  });
+  // a relation with other dims (`max: "MAXT"`), once every dim is named
+  value.forEach((dim, i) => {
+    for (const key of ['min', 'max']) {
+      if (typeof dim[key] === 'string') expression(dim[key], `dims[${i}].${key}`, seen);
     }
   });
   return seen;
@@ -214,6 +223,27 @@ function checkBuffers(value, dims) {
     out.set(name, buf);
   });
   return out;
+}
+
+// Each dim's `solve` (after the buffers, which it names): an input buffer, one of its axes, a
+// `scale` of at least 1 and an `offset`, each an int or an expression over dims.
+function checkSolves(entries, dims, buffers) {
+  entries.forEach((entry, i) => {
+    if (get(entry, 'solve') == null) return;
+    const where = `dims[${i}].solve`;
+    const solve = object(entry.solve, where);
+    const name = identifier(get(solve, 'buffer'), `${where}.buffer`);
+    const buf = buffers.get(name);
+    if (buf === undefined || !UPLOADED.includes(buf.role)) {
+      throw new ManifestError(`\`${name}\` is not an input buffer`, 'MAN003', `${where}.buffer`);
+    }
+    integer(get(solve, 'axis'), `${where}.axis`, 0, buf.shape.length - 1, 'MAN002');
+    for (const [key, low, high] of [['scale', 1, U32_MAX], ['offset', -MAX_EXACT, MAX_EXACT]]) {
+      const value = get(solve, key);
+      if (typeof value === 'string') expression(value, `${where}.${key}`, dims);
+      else integer(value, `${where}.${key}`, low, high, 'MAN002');
+    }
+  });
 }
 
 function checkUniform(value) {
@@ -457,4 +487,26 @@ export function launchCounts(manifest, index, dims, limits = [U32_MAX, U32_MAX, 
 export function rangeBounds(manifest, index, dims) {
   const [lo, hi] = manifest.buffers[index].range;
   return [at(lo, dims, `buffers[${index}].range[0]`), at(hi, dims, `buffers[${index}].range[1]`)];
+}
+
+/**
+ * The value of dim `index` (one with a `solve`) when its buffer's axis has `size` elements:
+ * (size - offset) / scale, exactly (GPU040 when the scale does not divide it; MAN005 for a
+ * scale below 1). The dims its scale and offset name must be in `dims`.
+ */
+export function solveDim(manifest, index, dims, size) {
+  const dim = manifest.dims[index];
+  const where = `dims[${index}].solve`;
+  const scale = at(dim.solve.scale, dims, `${where}.scale`);
+  const offset = at(dim.solve.offset, dims, `${where}.offset`);
+  if (scale < 1n) throw new DimExprError(`scale ${scale} of dim \`${dim.name}\` is below 1`, `${where}.scale`);
+  const rest = BigInt(size) - offset;
+  if (rest % scale !== 0n) {
+    const left = offset === 0n ? `${size}` : `${size} - ${offset}`;
+    throw new ManifestError(
+      `argument \`${dim.solve.buffer}\` has size ${size} on axis ${dim.solve.axis}, which fits no \`${dim.name}\` (${left} is not a multiple of ${scale})`,
+      'GPU040',
+    );
+  }
+  return Number(rest / scale);
 }

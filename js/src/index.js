@@ -22,6 +22,7 @@
 
 import {
   MAX_KERNEL_FILE_BYTES, MAX_MANIFEST_BYTES, bufferExtent, checkManifest, launchCounts, parseManifest, rangeBounds,
+  solveDim,
 } from './contract.js';
 import { DimExprError, evaluate, names as exprNames } from './dimexpr.js';
 import { ManifestError } from './errors.js';
@@ -375,8 +376,42 @@ export class Program {
         dims[name] = length / known;
         progress = true;
       }
+      for (const [i, d] of this.manifest.dims.entries()) {
+        if (this._solveOne(i, d, inputs, dims)) progress = true;
+      }
     }
     return dims;
+  }
+
+  // A dim with a `solve` (`x: [3 * C]`), once its scale, its offset and the other axes of its
+  // buffer are known: the axis's size is the input's length over the other axes, and the dim
+  // (size - offset) / scale. True when it bound the dim.
+  _solveOne(i, d, inputs, dims) {
+    const s = d.solve;
+    if (s == null || dims[d.name] !== undefined) return false;
+    const input = inputs[s.buffer];
+    if (!input || typeof input.length !== 'number') return false;
+    const b = this.manifest.buffers.find((x) => x.name === s.buffer);
+    const used = [s.scale, s.offset, ...b.shape.filter((_, a) => a !== s.axis)];
+    if (used.some((e) => typeof e === 'string' && [...exprNames(e)].some((n) => dims[n] === undefined))) return false;
+    const index = this.manifest.buffers.indexOf(b);
+    const known = numel(b.shape.map((e, a) => [e, a]).filter(([, a]) => a !== s.axis).map(([e, a]) => {
+      try {
+        return evaluate(e, dims);
+      } catch (err) {
+        if (err instanceof DimExprError) throw new DimExprError(err.reason, `buffers[${index}].shape[${a}]`);
+        throw err;
+      }
+    }));
+    if (known === 0) return false;
+    if (input.length % known) {
+      throw new ManifestError(
+        `input \`${b.name}\` has ${input.length} values, not a multiple of ${known}, so no \`${d.name}\` fits its shape [${b.shape.join(', ')}]`,
+        'GPU040',
+      );
+    }
+    dims[d.name] = solveDim(this.manifest, i, dims, input.length / known);
+    return true;
   }
 
   /**

@@ -5,7 +5,7 @@
 // in order (u32, i32, f32), zero-padded to a multiple of 16.
 
 import { DTYPE_SIZES, FORMAT, U32_MAX } from './contract.js';
-import { evaluate } from './dimexpr.js';
+import { DimExprError, evaluate } from './dimexpr.js';
 import { ManifestError } from './errors.js';
 
 export { ManifestError } from './errors.js';
@@ -56,10 +56,10 @@ export function checkDims(manifest, dims) {
     if (typeof value !== 'number' || !Number.isInteger(value)) {
       throw new ManifestError(`dim \`${name}\` must be an integer, got ${String(value)}`, 'GPU042');
     }
-    if (dim.min != null && value < dim.min) {
+    if (typeof dim.min === 'number' && value < dim.min) {
       throw new ManifestError(`dim \`${name}\`=${value} is below its minimum ${dim.min}`, 'GPU042');
     }
-    if (dim.max != null && value > dim.max) {
+    if (typeof dim.max === 'number' && value > dim.max) {
       throw new ManifestError(`dim \`${name}\`=${value} is above its maximum ${dim.max}`, 'GPU042');
     }
     if (dim.multiple_of && value % dim.multiple_of) {
@@ -70,6 +70,23 @@ export function checkDims(manifest, dims) {
     }
     if (value < 0) throw new ManifestError(`dim \`${name}\`=${value} is negative`, 'GPU042');
   }
+  // relations with other dims (`max: "MAXT"`), once every dim is bound
+  (manifest.dims ?? []).forEach((dim, i) => {
+    for (const [key, which] of [['min', 'below its minimum'], ['max', 'above its maximum']]) {
+      if (typeof dim[key] !== 'string') continue;
+      let limit;
+      try {
+        limit = evaluate(dim[key], dims);
+      } catch (err) {
+        if (err instanceof DimExprError) throw new DimExprError(err.reason, `dims[${i}].${key}`);
+        throw err;
+      }
+      const value = dims[dim.name];
+      if (key === 'min' ? value < limit : value > limit) {
+        throw new ManifestError(`dim \`${dim.name}\`=${value} is ${which} ${dim[key]}=${limit}`, 'GPU042');
+      }
+    }
+  });
 }
 
 // ------------------------------------------------------------------ float16

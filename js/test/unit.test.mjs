@@ -220,3 +220,65 @@ test('no adapter in Node: the error says how to get a software driver', async ()
     else process.env.VK_ICD_FILENAMES = saved;
   }
 });
+
+// `x: Tensor[float32, B, 3 * C]` alone fixes C by an equation: the manifest's `solve` says how.
+const SOLVED = {
+  format: 'mimir-manifest/1', function: 'thirds', source: 'thirds.py', backend: 'wgsl',
+  dims: [{ name: 'B', min: 1, max: null, multiple_of: null },
+    { name: 'C', min: 1, max: null, multiple_of: null, solve: { buffer: 'x', axis: 1, scale: 3, offset: 'B - B' } }],
+  buffers: [
+    { name: 'x', role: 'input', dtype: 'float32', shape: ['B', '3*C'] },
+    { name: 'out', role: 'output', dtype: 'float32', shape: ['B', 'C'] },
+  ],
+  uniform: { fields: [{ name: 'B', type: 'u32' }, { name: 'C', type: 'u32' }] },
+  kernels: [
+    { file: 'a.wgsl', entry_point: 'only', workgroup_size: [64, 1, 1], workgroups: ['cdiv(B * C, 64)', 1, 1],
+      bindings: [{ buffer: 'x', group: 0, binding: 0, access: 'read' }, { buffer: 'out', group: 0, binding: 1, access: 'read_write' }],
+      uniform_binding: { group: 0, binding: 2 } },
+  ],
+};
+
+test('a dim only an equation fixes is solved from its input (`solve`), exactly', async () => {
+  const device = fakeDevice();
+  const program = await load(SOLVED, { device, files: { 'a.wgsl': '' } });
+  const result = await program.run({ x: new Float32Array(12) }, { B: 2 });
+  assert.equal(result.out.length, 4); // C = 6 / 3
+  assert.deepEqual(device.log.find((e) => e[0] === 'uniform')[1], [2, 2, 0, 0]);
+  await assert.rejects(program.run({ x: new Float32Array(14) }, { B: 2 }), /\[GPU040\] argument `x` has size 7 on axis 1, which fits no `C` \(7 is not a multiple of 3\)/);
+  await assert.rejects(program.run({ x: new Float32Array(12) }, {}), /no value|dim `B`/);
+  const bad = (solve) => load({ ...SOLVED, dims: [SOLVED.dims[0], { ...SOLVED.dims[1], solve }] }, { device, files: { 'a.wgsl': '' } });
+  await assert.rejects(bad({ ...SOLVED.dims[1].solve, buffer: 'out' }), /\[MAN003\] dims\[1\]\.solve\.buffer: `out` is not an input buffer/);
+  await assert.rejects(bad({ ...SOLVED.dims[1].solve, axis: 2 }), /\[MAN002\] dims\[1\]\.solve\.axis/);
+  await assert.rejects(bad({ ...SOLVED.dims[1].solve, scale: 0 }), /\[MAN002\] dims\[1\]\.solve\.scale/);
+  await assert.rejects(bad({ ...SOLVED.dims[1].solve, offset: 'Q' }), /\[MAN005\] dims\[1\]\.solve\.offset/);
+  await assert.rejects(bad(7), /\[MAN002\] dims\[1\]\.solve: must be an object/);
+});
+
+// `Dim("T", max=MAXT)`: the kernel's proofs assume T <= MAXT, so the manifest says `max: "MAXT"`.
+const RELATED = {
+  format: 'mimir-manifest/1', function: 'encoder', source: 'encoder.py', backend: 'wgsl',
+  dims: [{ name: 'T', min: 1, max: 'MAXT', multiple_of: null }, { name: 'MAXT', min: 1, max: null, multiple_of: null }],
+  buffers: [
+    { name: 'x', role: 'input', dtype: 'float32', shape: ['T'] },
+    { name: 'wpe', role: 'input', dtype: 'float32', shape: ['MAXT'] },
+    { name: 'out', role: 'output', dtype: 'float32', shape: ['T'] },
+  ],
+  uniform: { fields: [{ name: 'T', type: 'u32' }, { name: 'MAXT', type: 'u32' }] },
+  kernels: [
+    { file: 'a.wgsl', entry_point: 'only', workgroup_size: [64, 1, 1], workgroups: ['cdiv(T, 64)', 1, 1],
+      bindings: [{ buffer: 'x', group: 0, binding: 0, access: 'read' }, { buffer: 'wpe', group: 0, binding: 1, access: 'read' },
+        { buffer: 'out', group: 0, binding: 2, access: 'read_write' }],
+      uniform_binding: { group: 0, binding: 3 } },
+  ],
+};
+
+test('a dim bounded by another (`max: "MAXT"`) is refused past it (GPU042)', async () => {
+  const device = fakeDevice();
+  const program = await load(RELATED, { device, files: { 'a.wgsl': '' } });
+  assert.equal((await program.run({ x: new Float32Array(8), wpe: new Float32Array(8) })).out.length, 8);
+  await assert.rejects(program.run({ x: new Float32Array(9), wpe: new Float32Array(8) }), /\[GPU042\] dim `T`=9 is above its maximum MAXT=8/);
+  const bad = (max) => load({ ...RELATED, dims: [{ ...RELATED.dims[0], max }, RELATED.dims[1]] }, { device, files: { 'a.wgsl': '' } });
+  await assert.rejects(bad('Q'), /\[MAN005\] dims\[0\]\.max: `Q` is not a dim of this manifest/);
+  await assert.rejects(bad('MAXT +'), /\[MAN005\] dims\[0\]\.max/);
+  await assert.rejects(bad(true), /\[MAN002\] dims\[0\]\.max/);
+});

@@ -22,7 +22,15 @@ from mimir.array.state import (
 )
 from mimir.array.tensors import Tensor
 from mimir.array.types import Range, TensorType
-from mimir.dims import Dim, Size, SizeDivisionError, UnboundDimError, evaluate
+from mimir.dims import (
+    Dim,
+    DimExpr,
+    Size,
+    SizeDivisionError,
+    UnboundDimError,
+    evaluate,
+    solve_dims,
+)
 from mimir.dtypes import DType
 from mimir.ops import numerics as nm
 
@@ -387,6 +395,8 @@ def _bind_arguments(arguments: dict[str, Any], annotations: dict[str, Any]) -> d
                 dims[expected.name] = expected
             else:
                 deferred.append((name, axis, expected, actual))
+    _solve_dims(arguments, annotations, env)
+    _check_relations(annotations, env)
     for name, axis, expected, actual in deferred:
         try:
             want = evaluate(expected, env)
@@ -406,6 +416,58 @@ def _bind_arguments(arguments: dict[str, Any], annotations: dict[str, Any]) -> d
         if isinstance(ann, TensorType) and ann.value_range is not None:
             _check_range(name, value, ann.value_range, env)
     return env
+
+
+def _solve_dims(
+    arguments: dict[str, Any], annotations: dict[str, Any], env: dict[str, int]
+) -> None:
+    """Bind each dim an axis fixes by an equation (`3 * C`: C is the size / 3), in the order
+    `mimir.dims.solve_dims` gives, as the checker and every host do."""
+    shapes = [
+        (name, tuple(ann.dims))
+        for name, ann in annotations.items()
+        if name in arguments and isinstance(ann, TensorType)
+    ]
+    for s in solve_dims(shapes):
+        actual = arguments[s.param]._shape[s.axis]
+        scale, offset = evaluate(s.scale, env), evaluate(s.offset, env)
+        value, rest = divmod(actual - offset, scale)
+        size = annotations[s.param].dims[s.axis]
+        if rest:
+            left = f"{actual}" if offset == 0 else f"{actual} - {offset}"
+            raise MimirError(
+                "GPU040",
+                f"argument `{s.param}` has size {actual} on axis {s.axis}, which is {size} for "
+                f"no {s.dim.name} ({left} is not a multiple of {scale})",
+            )
+        if not s.dim.admits(value):
+            raise MimirError(
+                "GPU042",
+                f"argument `{s.param}` binds {s.dim.name}={value} (axis {s.axis} is {size}), "
+                f"outside its constraints ({s.dim.describe_constraints()})",
+            )
+        env[s.dim.name] = value
+
+
+def _check_relations(annotations: dict[str, Any], env: dict[str, int]) -> None:
+    """Each bound dim declared with a relation (`Dim("T", max=MAXT)`) keeps it, once the
+    dims it names are bound too (GPU042): the checker's proofs assume it."""
+    seen: set[str] = set()
+    for ann in annotations.values():
+        if not isinstance(ann, TensorType):
+            continue
+        for size in ann.dims:
+            for dim in size.dims() if isinstance(size, DimExpr) else ():
+                if dim.name in seen or dim.name not in env:
+                    continue
+                seen.add(dim.name)
+                why = dim.relation_error(env[dim.name], env)
+                if why is not None:
+                    raise MimirError(
+                        "GPU042",
+                        f"the arguments bind {why}, outside its constraints "
+                        f"({dim.describe_constraints()})",
+                    )
 
 
 def _array_argument(name: str, value: Any, dtype: DType) -> Tensor:

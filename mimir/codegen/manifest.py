@@ -17,6 +17,8 @@ from mimir.codegen import sizes as sz
 from mimir.codegen.backends.base import Printed
 from mimir.codegen.ir import Fence, Kernel, MmaSync, WarpReduce, all_expressions, walk_statements
 from mimir.codegen.schedule import BufferSpec, Schedule
+from mimir.codegen.schedule.limits import kernel_solves
+from mimir.dims import Size
 
 FORMAT = "mimir-manifest/1"
 SCHEMA_PATH = Path(str(resources.files("mimir.codegen") / "schemas" / "manifest-v1.schema.json"))
@@ -38,10 +40,7 @@ def build_manifest(
         "function": s.function,
         "source": source,
         "backend": backend,
-        "dims": [
-            {"name": d.name, "min": d.min, "max": d.max, "multiple_of": d.multiple_of}
-            for d in s.dims
-        ],
+        "dims": _dims(s),
         "buffers": [_buffer(b) for b in s.buffers],
         "uniform": (
             {"fields": [{"name": n, "type": t} for n, t in s.uniform_fields]}
@@ -98,6 +97,40 @@ def _precision(requested: str, backend: str, kernels: list[Kernel]) -> dict[str,
             "float32, which is at least as accurate as TF32"
         )
     return {"requested": requested, "matmul": "float32", "fallback": why}
+
+
+def _dims(s: Schedule) -> list[dict[str, Any]]:
+    """Each dim with its constraints; `solve` for one no input axis names alone: input
+    `buffer`'s `axis` is `scale * dim + offset`, so a host binds it to
+    `(size - offset) / scale` (exact, else the argument fits no binding)."""
+    solves = kernel_solves(s.kernel)
+    names = {d.name for d in s.dims}
+    out = []
+    for d in s.dims:
+        entry: dict[str, Any] = {
+            "name": d.name,
+            "min": _bound(d.min_of, d.min, names),
+            "max": _bound(d.max_of, d.max, names),
+            "multiple_of": d.multiple_of,
+        }
+        found = solves.get(d.name)
+        if found is not None:
+            entry["solve"] = {
+                "buffer": found.param,
+                "axis": found.axis,
+                "scale": sz.manifest_value(found.scale),
+                "offset": sz.manifest_value(found.offset),
+            }
+        out.append(entry)
+    return out
+
+
+def _bound(relation: Size | None, static: int | None, names: set[str]) -> int | str | None:
+    """A dim's `min` or `max`: a relation with other dims of the function
+    (`Dim("T", max=MAXT)`) as an expression a host checks, else the int bound."""
+    if relation is not None and all(x.name in names for x in relation.dims()):
+        return sz.manifest_value(relation)
+    return static
 
 
 def _buffer(b: BufferSpec) -> dict[str, Any]:

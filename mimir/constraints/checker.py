@@ -16,7 +16,7 @@ from typing import Any
 from mimir import ops
 from mimir.constraints.algebra import Obligation, Sym, Z3Algebra, _z3_op, lift
 from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
-from mimir.dims import BinOp, Dim, Size, same_size
+from mimir.dims import BinOp, Dim, Size, same_size, solve_dims
 from mimir.dtypes import ALL_DTYPES, DType, float32, int32
 from mimir.ops import dtype_rules as dr
 from mimir.ops import einsum as einsum_rules
@@ -113,6 +113,50 @@ def _sym_of(size: Size, env: dict[str, Sym]) -> Sym | None:
     return getattr(left, _DUNDER[size.op])(right)
 
 
+def refuse_unsatisfiable_relations(info: ModuleInfo) -> list[Diagnostic]:
+    """GPU034 for each dim whose relations with earlier dims no size satisfies
+    (`Dim("A", min=B + 1, max=B - 1)`): assumed, they would make every proof vacuous. The
+    dim is then a bad dim (its uses are poisoned, not reported again)."""
+    found = []
+    solver = z3.Solver()
+    terms: dict[str, z3.ArithRef] = {}
+
+    def term(size: Size) -> z3.ArithRef:
+        if isinstance(size, int):
+            return z3.IntVal(size)
+        if isinstance(size, Dim):
+            return terms.setdefault(size.name, z3.Int(size.name))
+        return _z3_op(size.op, term(size.left), term(size.right))
+
+    for name, decl in list(info.dims.items()):
+        dim = decl.dim
+        var = term(dim)
+        solver.add(var >= dim.min)
+        if dim.max is not None:
+            solver.add(var <= dim.max)
+        if dim.multiple_of is not None:
+            solver.add(var % dim.multiple_of == 0)
+        relations = [var >= term(dim.min_of)] if dim.min_of is not None else []
+        relations += [var <= term(dim.max_of)] if dim.max_of is not None else []
+        if not relations:
+            continue
+        solver.push()
+        solver.add(*relations)
+        if solver.check() == z3.unsat:
+            solver.pop()
+            found.append(
+                Diagnostic(
+                    "GPU034",
+                    f"dim `{dim.name}` has {dim.describe_constraints()}, which no size "
+                    "satisfies with the dims it names",
+                    decl.span,
+                )
+            )
+            del info.dims[name]
+            info.bad_dims.add(name)
+    return found
+
+
 class KernelChecker:
     def __init__(self, info: ModuleInfo, kg: KernelGraph, timeout_ms: int) -> None:
         self.info = info
@@ -180,11 +224,25 @@ class KernelChecker:
                 decl.span, f"`{dim.name}` is declared here ({dim.describe_constraints()})"
             )
             self.prover.declare_dim(dim.name, dim.min, dim.max, dim.multiple_of, label)
+        for name in self.info.dims:  # `Dim("T", max=MAXT)`: a fact every proof may use
+            decl = self.info.dims[name]
+            dim = decl.dim
+            label = Label(
+                decl.span, f"`{dim.name}` is declared here ({dim.describe_constraints()})"
+            )
+            var = self.prover.dim(dim.name)
+            if dim.min_of is not None:
+                self.prover.add_fact(var >= self._term(dim.min_of), label)
+            if dim.max_of is not None:
+                self.prover.add_fact(var <= self._term(dim.max_of), label)
         for _, ann, _ in self.kg.params:
             if isinstance(ann, TensorAnnotation):
                 for d in ann.dims:
                     if isinstance(d, Dim):
                         self.bound_dims.add(d.name)
+        # a dim no axis names alone, fixed by an equation (`x: Tensor[float32, 3 * C]`)
+        shapes = [(n, a.dims) for n, a, _ in self.kg.params if isinstance(a, TensorAnnotation)]
+        self.bound_dims.update(s.dim.name for s in solve_dims(shapes))
         for _, ann, _ in self.kg.params:
             if isinstance(ann, TensorAnnotation):
                 for d, span in zip(ann.dims, ann.dim_spans, strict=True):
@@ -464,6 +522,10 @@ class KernelChecker:
                 ok = [sym.term >= d.min]
                 if d.max is not None:
                     ok.append(sym.term <= d.max)
+                for bound, upper in ((d.min_of, False), (d.max_of, True)):
+                    limit = None if bound is None else _sym_of(bound, env)
+                    if limit is not None:
+                        ok.append(sym.term <= limit.term if upper else sym.term >= limit.term)
                 if d.multiple_of is not None:
                     ok.append(sym.term % d.multiple_of == 0)
                 self._prove_all(

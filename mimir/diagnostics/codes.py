@@ -404,8 +404,10 @@ _CODES = [
         "GPU034",
         "bad-dim",
         "a `Dim` declaration that cannot be read or satisfied",
-        "a dim's constraints must be int literals that some size satisfies",
-        'write `Dim("N", min=1, max=4096, multiple_of=4)` with literal ints, min <= max',
+        "a dim's constraints must be sizes the checker can read (ints, int constants, other "
+        "dims) that some size satisfies",
+        'write `Dim("N", min=1, max=4096, multiple_of=4)` (min and max may be int constants, '
+        'other dims or size arithmetic: `Dim("T", max=MAXT)`), min <= max',
         'N = Dim("N", min=8, max=4)\n\n@gpu\ndef f(x: Tensor[float32, N]) -> Tensor[float32, N]:\n'
         "    return x\n",
         'N = Dim("N", min=4, max=8)\n\n@gpu\ndef f(x: Tensor[float32, N]) -> Tensor[float32, N]:\n'

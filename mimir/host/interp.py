@@ -212,7 +212,25 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                 self.prover.add_fact(var <= dim.max, None)
             if dim.multiple_of is not None:
                 self.prover.add_fact(var % dim.multiple_of == 0, None)
+            for bound, upper in ((dim.min_of, False), (dim.max_of, True)):
+                if bound is not None:  # `Dim("T", max=MAXT)`: T <= MAXT in every proof
+                    limit = self._size_term(bound)
+                    self.prover.add_fact(var <= limit if upper else var >= limit, None)
         return Sym(var, dim.name, expr=dim)
+
+    def _size_term(self, size: Any) -> Any:
+        if isinstance(size, int):
+            return z3.IntVal(size)
+        if isinstance(size, Dim):
+            return self.dim_size(size).term
+        a, b = self._size_term(size.left), self._size_term(size.right)
+        if size.op == "+":
+            return a + b
+        if size.op == "-":
+            return a - b
+        if size.op == "*":
+            return a * b
+        return a / b if size.op == "//" else a % b  # z3's integer division and modulo
 
     def named_size(self, name: str) -> Sym:
         if name in self.info.dims:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from mimir.dims import Dim
+from mimir.dims import Dim, solve_dims
 from mimir.host import torch_table as tt
 from mimir.host.rules import RefutedError
 from mimir.host.values import (
@@ -24,6 +24,7 @@ from mimir.host.values import (
     arith,
     const,
     eq,
+    le,
     show,
     show_shape,
 )
@@ -54,6 +55,7 @@ def kernel_call(hc: HostChecker, name: str, args: list, kwargs: dict, node: ast.
             passed.append((p.arg, kwargs[p.arg], src))
     binding: dict[str, tuple[Sym, str, str]] = {}
     later: list[tuple[str, Any, Any, str]] = []
+    seen: dict[str, tuple[TensorAnnotation, tuple, ast.expr | None, str]] = {}
     for pname, value, src in passed:
         ann = read_annotation(hc.info, next(p for p in params if p.arg == pname).annotation)
         t = tt.tensor(value)
@@ -89,6 +91,7 @@ def kernel_call(hc: HostChecker, name: str, args: list, kwargs: dict, node: ast.
                 ),
             )
             continue
+        seen[pname] = (ann, t.shape, src, shown)
         try:
             for d, size in zip(ann.dims, t.shape, strict=True):
                 if size is None:
@@ -120,6 +123,13 @@ def kernel_call(hc: HostChecker, name: str, args: list, kwargs: dict, node: ast.
         except RefutedError as err:
             _report_at(hc, src, node, err)
             return UNKNOWN
+    if not _solve(hc, name, seen, binding, node):
+        return UNKNOWN
+    try:
+        _relations(hc, name, seen, binding)
+    except RefutedError as err:
+        _report_at(hc, None, node, err)
+        return UNKNOWN
     if kernel.returns is None:
         return UNKNOWN
     ret = read_return_annotation(hc.info, kernel.returns)
@@ -129,6 +139,60 @@ def kernel_call(hc: HostChecker, name: str, args: list, kwargs: dict, node: ast.
     if not isinstance(ret, TensorAnnotation):
         return UNKNOWN
     return _result(ret, binding)
+
+
+def _solve(hc: HostChecker, kernel: str, seen: dict, binding: dict, node: ast.AST | None) -> bool:
+    """The dims an axis fixes by an equation (`3 * C`), solved as the shim solves them
+    (`mimir.dims.solve_dims`): the size less the offset must be a multiple of the scale
+    (GPU040), and the quotient within the dim's constraints (GPU042). False: reported."""
+    shapes = [(p, ann.dims) for p, (ann, _, _, _) in seen.items()]
+    for s in solve_dims(shapes):
+        ann, shape, src, shown = seen[s.param]
+        size = shape[s.axis]
+        scale, offset = _substitute(s.scale, binding), _substitute(s.offset, binding)
+        if s.dim.name in binding or size is None or scale is None or offset is None:
+            continue
+        diff = arith("-", size, offset)
+        left = show(size) if offset.value == 0 else f"{show(size)} - {show(offset)}"
+        try:
+            hc.need(
+                eq(arith("%", diff, scale), const(0)),
+                "GPU040",
+                f"argument `{s.param}` of `{kernel}` has shape {shown}: axis {s.axis} is "
+                f"{ann.dims[s.axis]} for no `{s.dim.name}` ({left} is not a multiple of "
+                f"{show(scale)})",
+            )
+            value = arith("//", diff, scale)
+            binding[s.dim.name] = (value, s.param, shown)
+            _dim_constraints(hc, s.dim, value, s.param, kernel)
+        except RefutedError as err:
+            _report_at(hc, src, node, err)
+            return False
+    return True
+
+
+def _relations(hc: HostChecker, kernel: str, seen: dict, binding: dict) -> None:
+    """Each bound dim declared with a relation (`Dim("T", max=MAXT)`) keeps it, once the
+    dims it names are bound too (GPU042), as the shim checks at the call."""
+    dims = {d.name: d for ann, _, _, _ in seen.values() for s in ann.dims for d in _dims_of(s)}
+    for name, dim in dims.items():
+        if name not in binding:
+            continue
+        size, pname, _ = binding[name]
+        for bound, upper in ((dim.min_of, False), (dim.max_of, True)):
+            limit = None if bound is None else _substitute(bound, binding)
+            if limit is None:
+                continue
+            hc.need(
+                le(size, limit) if upper else le(limit, size),
+                "GPU042",
+                f"argument `{pname}` of `{kernel}` binds `{name}` to {show(size)}, outside "
+                f"{dim.describe_constraints()} ({bound} is {show(limit)})",
+            )
+
+
+def _dims_of(size: Any) -> list[Dim]:
+    return [] if isinstance(size, int) else size.dims()
 
 
 def _result(ret: TensorAnnotation, binding: dict) -> TensorV:

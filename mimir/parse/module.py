@@ -494,7 +494,7 @@ def _read_dim(info: ModuleInfo, var: str, call: ast.Call) -> DimDecl | None:
     if not name.isidentifier():
         problem(f"dim name {name!r} is not an identifier")
         return None
-    kwargs: dict[str, int | None] = {}
+    kwargs: dict[str, Size | None] = {}
     for kw in call.keywords:
         if kw.arg not in ("min", "max", "multiple_of"):
             problem(f"`Dim` has no parameter `{kw.arg}`; use min=, max= or multiple_of=")
@@ -504,21 +504,37 @@ def _read_dim(info: ModuleInfo, var: str, call: ast.Call) -> DimDecl | None:
             continue
         lit = int_literal(kw.value)
         if lit is None:
-            problem(f"`{kw.arg}=` of dim `{name}` must be an int literal")
-            return None
+            # a module-level int constant, another `Dim` or size arithmetic on them
+            first_uses = dict(info.non_size_uses)
+            size = read_size(info, kw.value)
+            info.non_size_uses = first_uses
+            if isinstance(size, DimExpr) and kw.arg == "multiple_of":
+                problem(f"`multiple_of=` of dim `{name}` must be an int, not the size `{size}`")
+                return None
+            if not isinstance(size, (int, DimExpr)):
+                problem(
+                    f"`{kw.arg}=` of dim `{name}` must be an int, an int constant, a `Dim` or "
+                    "size arithmetic on them"
+                )
+                return None
+            lit = size  # type: ignore[assignment]
         kwargs[kw.arg] = lit
-    lo = kwargs.get("min")
-    lo = 1 if lo is None else lo
-    hi = kwargs.get("max")
+    low = kwargs.get("min")
+    low = 1 if low is None else low
+    high = kwargs.get("max")
     mult = kwargs.get("multiple_of")
-    if lo < 0:
-        problem(f"dim `{name}` has min={lo}; sizes cannot be negative")
+    assert mult is None or isinstance(mult, int)
+    if isinstance(low, int) and low < 0:
+        problem(f"dim `{name}` has min={low}; sizes cannot be negative")
         return None
     if mult is not None and mult < 1:
         problem(f"dim `{name}` has multiple_of={mult}; it must be at least 1")
         return None
+    dim = Dim(name, min=low, max=high, multiple_of=mult)
+    lo, hi = dim.min, dim.max  # the int bounds, those a relation implies included
     if hi is not None and hi < lo:
-        problem(f"dim `{name}` has min={lo} > max={hi}: no size satisfies it")
+        related = "" if dim.min_of is None and dim.max_of is None else " (by its relations)"
+        problem(f"dim `{name}` has min={lo} > max={hi}{related}: no size satisfies it")
         return None
     if hi is not None and mult is not None and (hi // mult) * mult < lo:
         problem(
@@ -526,7 +542,7 @@ def _read_dim(info: ModuleInfo, var: str, call: ast.Call) -> DimDecl | None:
             "no size satisfies it"
         )
         return None
-    return DimDecl(Dim(name, min=lo, max=hi, multiple_of=mult), span)
+    return DimDecl(dim, span)
 
 
 def _is_float_expression(info: ModuleInfo, node: ast.expr) -> bool:

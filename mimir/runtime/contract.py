@@ -213,6 +213,7 @@ def check_manifest(manifest: Any, backend: str | Sequence[str] | None = None) ->
     _backend(root.get("backend"), backend)
     dims = _dims(root.get("dims"))
     buffers = _buffers(root.get("buffers"), dims)
+    _solves(root["dims"], dims, buffers)
     has_uniform = _uniform(root.get("uniform"))
     kernels = _list(root.get("kernels"), "kernels", MAX_KERNELS)
     for k, kernel in enumerate(kernels):
@@ -243,9 +244,17 @@ def _dims(value: Any) -> set[str]:
             raise ManifestError(f"dim `{name}` is declared twice", "MAN003", f"{where}.name")
         seen.add(name)
         for key, low in (("min", 0), ("max", 0), ("multiple_of", 1)):
-            if dim.get(key) is not None:
+            if dim.get(key) is not None and not (key != "multiple_of" and _is_text(dim[key])):
                 _integer_field(dim[key], f"{where}.{key}", low, U32_MAX, "MAN002")
+    for i, dim in enumerate(value):  # a relation with other dims (`max: "MAXT"`), once all named
+        for key in ("min", "max"):
+            if _is_text(dim.get(key)):
+                _expression(dim[key], f"dims[{i}].{key}", seen)
     return seen
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
 
 
 def _buffers(value: Any, dims: set[str]) -> dict[str, Mapping[str, Any]]:
@@ -289,6 +298,27 @@ def _buffers(value: Any, dims: set[str]) -> dict[str, Mapping[str, Any]]:
                     _integer_field(bound, f"{where}.range[{e}]", -MAX_EXACT, MAX_EXACT, "MAN002")
         out[name] = buf
     return out
+
+
+def _solves(entries: list, dims: set[str], buffers: Mapping[str, Mapping[str, Any]]) -> None:
+    """Each dim's `solve` (after the buffers, which it names): an input buffer, one of its
+    axes, a `scale` of at least 1 and an `offset`, each an int or an expression over dims."""
+    for i, entry in enumerate(entries):
+        if entry.get("solve") is None:
+            continue
+        where = f"dims[{i}].solve"
+        solve = _object(entry["solve"], where)
+        name = _identifier(solve.get("buffer"), f"{where}.buffer")
+        buf = buffers.get(name)
+        if buf is None or buf["role"] not in UPLOADED:
+            raise ManifestError(f"`{name}` is not an input buffer", "MAN003", f"{where}.buffer")
+        _integer_field(solve.get("axis"), f"{where}.axis", 0, len(buf["shape"]) - 1, "MAN002")
+        for key, low, high in (("scale", 1, U32_MAX), ("offset", -MAX_EXACT, MAX_EXACT)):
+            value = solve.get(key)
+            if isinstance(value, str):
+                _expression(value, f"{where}.{key}", dims)
+            else:
+                _integer_field(value, f"{where}.{key}", low, high, "MAN002")
 
 
 def _uniform(value: Any) -> bool:
@@ -563,6 +593,49 @@ def launch_counts(
             )
         counts.append(n)
     return counts[0], counts[1], counts[2]
+
+
+def solve_dims(
+    manifest: Mapping[str, Any], shapes: Mapping[str, Sequence[int]], env: dict[str, int]
+) -> None:
+    """Bind in `env` each dim with a `solve` that `env` lacks, from the input shapes (buffer
+    name -> its argument's shape): after the dims shapes name alone, again and again while
+    one more dim's `scale` and `offset` have all their dims bound. The size less the offset
+    must be a multiple of the scale (GPU040); a scale below 1 is the manifest's (MAN005)."""
+    pending = [
+        (i, d) for i, d in enumerate(manifest.get("dims", []))
+        if d.get("solve") is not None and d["name"] not in env
+    ]  # fmt: skip
+    progress = True
+    while pending and progress:
+        progress = False
+        for i, dim in list(pending):
+            solve = dim["solve"]
+            used = set()
+            for key in ("scale", "offset"):
+                if isinstance(solve[key], str):
+                    used |= names(solve[key])
+            if not used <= set(env):
+                continue
+            where = f"dims[{i}].solve"
+            scale = evaluate_field(solve["scale"], env, f"{where}.scale")
+            offset = evaluate_field(solve["offset"], env, f"{where}.offset")
+            if scale < 1:
+                raise DimExprError(f"scale {scale} of dim `{dim['name']}` is below 1",
+                                   f"{where}.scale")  # fmt: skip
+            axis = int(solve["axis"])
+            size = shapes[solve["buffer"]][axis]
+            value, rest = divmod(size - offset, scale)
+            if rest:
+                left = f"{size}" if offset == 0 else f"{size} - {offset}"
+                raise ManifestError(
+                    f"argument `{solve['buffer']}` has size {size} on axis {axis}, which fits "
+                    f"no `{dim['name']}` ({left} is not a multiple of {scale})",
+                    "GPU040",
+                )
+            env[dim["name"]] = value
+            pending.remove((i, dim))
+            progress = True
 
 
 def range_bounds(

@@ -221,6 +221,14 @@ class HostKernel:
                         continue
                 field = f"buffers[{index[name]}].shape[{axis}]"
                 deferred.append((name, field, axis, entry, actual))
+        try:
+            contract.solve_dims(
+                self.manifest, {b["name"]: arrays[b["name"]].shape for b in self.inputs}, env
+            )
+        except ManifestError as err:
+            if err.code != "GPU040":
+                raise
+            raise HostError(err.code, err.message) from None
         free = [n for n in names if n not in env]
         if free:
             raise HostError(

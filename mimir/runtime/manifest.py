@@ -119,6 +119,8 @@ def check_dim_values(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> No
         if isinstance(value, bool) or not isinstance(value, int):
             raise ManifestError(f"dim `{name}` must be an int, got {value!r}", "GPU042")
         lo, hi, step = dim.get("min"), dim.get("max"), dim.get("multiple_of")
+        lo = None if isinstance(lo, str) else lo  # relations: below, once every dim is bound
+        hi = None if isinstance(hi, str) else hi
         if lo is not None and value < lo:
             raise ManifestError(f"dim `{name}`={value} is below its minimum {lo}", "GPU042")
         if hi is not None and value > hi:
@@ -131,6 +133,17 @@ def check_dim_values(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> No
             )
         if value < 0:
             raise ManifestError(f"dim `{name}`={value} is negative", "GPU042")
+    for i, dim in enumerate(manifest.get("dims", [])):
+        for key, which in (("min", "below its minimum"), ("max", "above its maximum")):
+            bound = dim.get(key)
+            if not isinstance(bound, str):
+                continue
+            limit = contract.evaluate_field(bound, dims, f"dims[{i}].{key}")
+            value = dims[dim["name"]]
+            if value < limit if key == "min" else value > limit:
+                raise ManifestError(
+                    f"dim `{dim['name']}`={value} is {which} {bound}={limit}", "GPU042"
+                )
 
 
 def flatten(values: Any) -> list:

@@ -36,7 +36,7 @@ from types import ModuleType
 from typing import Any
 
 from mimir.runtime import manifest as mf
-from mimir.runtime.dimexpr import evaluate
+from mimir.runtime.dimexpr import evaluate, names
 from mimir.runtime.tolerances import TOLERANCES
 
 __all__ = [
@@ -292,14 +292,49 @@ def mismatches(
 
 def admissible(dim: Mapping[str, Any], start: int) -> int | None:
     """The smallest size >= `start` that a manifest dim entry admits, or None."""
-    lo = dim.get("min")
-    hi = dim.get("max")
+    lo = _static(dim.get("min"))
+    hi = _static(dim.get("max"))
     step = dim.get("multiple_of") or 1
     v = max(start, lo if lo is not None else 1)
     v = -(-v // step) * step
     if hi is not None and v > hi:
         return None
     return v
+
+
+def _static(bound: Any) -> int | None:
+    """An int bound of a manifest dim (a relation with other dims, a string, is not one)."""
+    return None if isinstance(bound, str) else bound
+
+
+def keep_relations(manifest: Mapping[str, Any], env: dict[str, int]) -> bool:
+    """Move each dim with a relation (`max: "MAXT"`) into it, where its own constraints allow;
+    False when some dim still breaks one."""
+    dims = {d["name"]: d for d in manifest.get("dims", [])}
+    for _ in range(64):
+        broken = False
+        for dim in dims.values():
+            name = dim["name"]
+            lo, hi = dim.get("min"), dim.get("max")
+            low = evaluate(lo, env) if isinstance(lo, str) else None
+            high = evaluate(hi, env) if isinstance(hi, str) else None
+            if (low is None or env[name] >= low) and (high is None or env[name] <= high):
+                continue
+            broken = True
+            value = admissible(dim, max(low or 0, 0))
+            if value is not None and (high is None or value <= high):
+                if high is not None and env[name] > high:  # as large as the relation allows
+                    step = dim.get("multiple_of") or 1
+                    value = max(value, high // step * step)
+                env[name] = value
+            elif isinstance(hi, str):  # no room below the bound (P <= MAXT - 1 at MAXT=1): grow it
+                for other in sorted(names(hi)):
+                    grown = admissible(dims[other], env[other] + 1)
+                    if grown is not None:
+                        env[other] = grown
+        if not broken:
+            return True
+    return False
 
 
 def choose_dims(manifest: Mapping[str, Any], targets: Sequence[int]) -> dict[str, int]:
@@ -317,6 +352,7 @@ def choose_dims(manifest: Mapping[str, Any], targets: Sequence[int]) -> dict[str
             step = dim.get("multiple_of") or 1
             value = hi // step * step
         env[dim["name"]] = value
+    keep_relations(manifest, env)
     return env
 
 
@@ -344,9 +380,23 @@ def grow_dims(
             if bigger is None or bigger > 2 * elements:
                 break
             env[name] = bigger
-        if largest_buffer(manifest, env) >= elements and env not in found:
+        if (
+            largest_buffer(manifest, env) >= elements
+            and env not in found
+            and _relations_hold(manifest, env)
+        ):
             found.append(env)
     return found
+
+
+def _relations_hold(manifest: Mapping[str, Any], env: Mapping[str, int]) -> bool:
+    for dim in manifest.get("dims", []):
+        lo, hi = dim.get("min"), dim.get("max")
+        if isinstance(lo, str) and env[dim["name"]] < evaluate(lo, env):
+            return False
+        if isinstance(hi, str) and env[dim["name"]] > evaluate(hi, env):
+            return False
+    return True
 
 
 def default_scalars(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> dict[str, Any]:

@@ -128,6 +128,17 @@ static int infer_dims(host_run *run, const char *host_name) {
             open->bound = 1;
         }
     }
+    /* then the dims an equation fixes (`solve`), from the shapes of the .npy inputs */
+    const int64_t **shapes = calloc((size_t)m->buffer_count + 1, sizeof *shapes);
+    if (!shapes) return 1;
+    for (int b = 0; b < m->buffer_count; b++)
+        if (run->files[b] && npy_is_npy(run->files[b])) shapes[b] = run->npy[b].shape;
+    int solved = manifest_solve(m, (const int64_t *const *)shapes, error, sizeof error);
+    free(shapes);
+    if (!solved) {
+        fprintf(stderr, "%s: error: %s\n", host_name, error);
+        return 2;
+    }
     return -1;
 }
 

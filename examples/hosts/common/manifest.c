@@ -435,14 +435,71 @@ static int load_dims(manifest *m, sink *s) {
         const char *keys[] = {"min", "max", "multiple_of"};
         int64_t *values[] = {&d->min, &d->max, &d->multiple_of};
         int *present[] = {&d->has_min, &d->has_max, &d->has_multiple_of};
+        const cJSON **relations[] = {&d->min_expr, &d->max_expr, NULL};
         for (int k = 0; k < 3; k++) {
             const cJSON *v = member(entry, keys[k]);
             if (!v || cJSON_IsNull(v)) continue;
+            if (relations[k] && cJSON_IsString(v)) { /* checked below, once every dim is named */
+                *relations[k] = v;
+                continue;
+            }
             snprintf(at, sizeof at, "%s.%s", where, keys[k]);
             if (!need_integer(s, v, at, k == 2 ? 1 : 0, (double)U32_MAX, "MAN002", values[k]))
                 return 0;
             *present[k] = 1;
         }
+    }
+    for (i = 0; i < m->dim_count; i++) {
+        const cJSON *exprs[] = {m->dims[i].min_expr, m->dims[i].max_expr};
+        for (int k = 0; k < 2; k++) {
+            int64_t ignored;
+            snprintf(at, sizeof at, "dims[%d].%s", i, k ? "max" : "min");
+            if (exprs[k] && !eval_text(m, exprs[k]->valuestring, 1, &ignored, at, s->error, s->size))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* Each dim's `solve` (after the buffers, which it names): an input buffer, one of its axes, a
+ * `scale` of at least 1 and an `offset`, each an integer or an expression over dims. */
+static int load_solves(manifest *m, sink *s) {
+    const cJSON *dims = member(m->root, "dims");
+    int i = 0;
+    entry_path where;
+    field_path at;
+    for (const cJSON *entry = dims->child; entry; entry = entry->next, i++) {
+        const cJSON *solve = member(entry, "solve");
+        if (!solve || cJSON_IsNull(solve)) continue;
+        manifest_dim *d = &m->dims[i];
+        snprintf(where, sizeof where, "dims[%d].solve", i);
+        if (!need_object(s, solve, where)) return 0;
+        const char *name;
+        snprintf(at, sizeof at, "%s.buffer", where);
+        if (!need_identifier(s, member(solve, "buffer"), at, &name)) return 0;
+        d->solve_buffer = -1;
+        for (int b = 0; b < m->buffer_count; b++)
+            if (!strcmp(m->buffers[b].name, name) && ROLE_UPLOADED(m->buffers[b].role)) d->solve_buffer = b;
+        if (d->solve_buffer < 0)
+            return refuse(s->error, s->size, "MAN003", at, "`%s` is not an input buffer", name);
+        int64_t value;
+        snprintf(at, sizeof at, "%s.axis", where);
+        if (!need_integer(s, member(solve, "axis"), at, 0, (double)m->buffers[d->solve_buffer].rank - 1,
+                          "MAN002", &value))
+            return 0;
+        d->solve_axis = (int)value;
+        const char *keys[] = {"scale", "offset"};
+        const cJSON **slots[] = {&d->solve_scale, &d->solve_offset};
+        const double low[] = {1, -9007199254740991.0}, high[] = {(double)U32_MAX, 9007199254740991.0};
+        for (int k = 0; k < 2; k++) {
+            const cJSON *v = member(solve, keys[k]);
+            snprintf(at, sizeof at, "%s.%s", where, keys[k]);
+            if (cJSON_IsString(v) ? !eval_text(m, v->valuestring, 1, &value, at, s->error, s->size)
+                                  : !need_integer(s, v, at, low[k], high[k], "MAN002", &value))
+                return 0;
+            *slots[k] = v;
+        }
+        d->has_solve = 1;
     }
     return 1;
 }
@@ -728,7 +785,8 @@ int manifest_parse(manifest *m, const char *text, size_t length, const char *dir
         return refuse(error, error_size, "MAN002", "backend",
                       "this host runs %s, not %s: compile the kernels for it with "
                       "`mimir compile-gpu --backend %s`", backend, m->backend, backend);
-    if (!load_dims(m, &s) || !load_buffers(m, &s) || !load_uniform(m, &s)) return 0;
+    if (!load_dims(m, &s) || !load_buffers(m, &s) || !load_solves(m, &s) || !load_uniform(m, &s))
+        return 0;
     const cJSON *kernels = member(m->root, "kernels");
     if (!need_list(&s, kernels, "kernels", MANIFEST_MAX_KERNELS, &m->kernel_count)) return 0;
     m->kernels = calloc((size_t)m->kernel_count + 1, sizeof *m->kernels);
@@ -878,6 +936,61 @@ int manifest_set(manifest *m, const char *name, const char *value, char *error, 
                   m->function, name);
 }
 
+/* Whether every dim a size names has a value (a number names none). */
+static int names_bound(const manifest *m, const cJSON *expr) {
+    if (!cJSON_IsString(expr)) return 1;
+    for (const char *p = expr->valuestring; *p;) {
+        if (!is_name_char(*p)) {
+            p++;
+            continue;
+        }
+        const char *start = p;
+        while (is_name_char(*p)) p++;
+        size_t n = (size_t)(p - start);
+        for (int i = 0; i < m->dim_count; i++)
+            if (strlen(m->dims[i].name) == n && !memcmp(m->dims[i].name, start, n) && !m->dims[i].bound)
+                return 0;
+    }
+    return 1;
+}
+
+int manifest_solve(manifest *m, const int64_t *const *shapes, char *error, size_t error_size) {
+    field_path at;
+    for (int progress = 1; progress;) {
+        progress = 0;
+        for (int i = 0; i < m->dim_count; i++) {
+            manifest_dim *d = &m->dims[i];
+            if (!d->has_solve || d->bound || !shapes[d->solve_buffer]) continue;
+            if (!names_bound(m, d->solve_scale) || !names_bound(m, d->solve_offset)) continue;
+            int64_t scale, offset, rest, size = shapes[d->solve_buffer][d->solve_axis];
+            snprintf(at, sizeof at, "dims[%d].solve.scale", i);
+            if (!eval_entry(m, d->solve_scale, &scale, at, error, error_size)) return 0;
+            if (scale < 1)
+                return refuse(error, error_size, "MAN005", at, "scale %lld of dim `%s` is below 1",
+                              (long long)scale, d->name);
+            snprintf(at, sizeof at, "dims[%d].solve.offset", i);
+            if (!eval_entry(m, d->solve_offset, &offset, at, error, error_size)) return 0;
+            if (__builtin_sub_overflow(size, offset, &rest))
+                return refuse(error, error_size, "GPU042", NULL, "dim `%s` would be (%lld - %lld) / %lld, "
+                              "outside the 64-bit range", d->name, (long long)size, (long long)offset,
+                              (long long)scale);
+            if (rest % scale) {
+                char left[64];
+                if (offset) snprintf(left, sizeof left, "%lld - %lld", (long long)size, (long long)offset);
+                else snprintf(left, sizeof left, "%lld", (long long)size);
+                return refuse(error, error_size, "GPU040", NULL,
+                              "argument `%s` has size %lld on axis %d, which fits no `%s` (%s is not a "
+                              "multiple of %lld)", m->buffers[d->solve_buffer].name, (long long)size,
+                              d->solve_axis, d->name, left, (long long)scale);
+            }
+            d->value = rest / scale;
+            d->bound = 1;
+            progress = 1;
+        }
+    }
+    return 1;
+}
+
 int manifest_bind(manifest *m, char *error, size_t error_size) {
     field_path at;
     for (int i = 0; i < m->dim_count; i++) {
@@ -898,6 +1011,20 @@ int manifest_bind(manifest *m, char *error, size_t error_size) {
         if (d->value < 0)
             return refuse(error, error_size, "GPU042", NULL, "dim `%s`=%lld is negative", d->name,
                           (long long)d->value);
+    }
+    for (int i = 0; i < m->dim_count; i++) { /* relations, once every dim is bound */
+        const manifest_dim *d = &m->dims[i];
+        const cJSON *exprs[] = {d->min_expr, d->max_expr};
+        for (int k = 0; k < 2; k++) {
+            int64_t limit;
+            if (!exprs[k]) continue;
+            snprintf(at, sizeof at, "dims[%d].%s", i, k ? "max" : "min");
+            if (!eval_entry(m, exprs[k], &limit, at, error, error_size)) return 0;
+            if (k ? d->value > limit : d->value < limit)
+                return refuse(error, error_size, "GPU042", NULL, "dim `%s`=%lld is %s %s=%lld", d->name,
+                              (long long)d->value, k ? "above its maximum" : "below its minimum",
+                              exprs[k]->valuestring, (long long)limit);
+        }
     }
     for (int i = 0; i < m->field_count; i++)
         if (!m->fields[i].is_dim && !m->fields[i].scalar_set)

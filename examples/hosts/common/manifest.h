@@ -65,8 +65,12 @@ typedef struct {
     const char *name;
     int has_min, has_max, has_multiple_of;
     int64_t min, max, multiple_of;
+    const cJSON *min_expr, *max_expr; /* a relation with other dims (`"max": "MAXT"`), or NULL */
     int64_t value;
     int bound;
+    /* `solve`: input buffer `solve_buffer`'s axis `solve_axis` is scale * dim + offset */
+    int has_solve, solve_buffer, solve_axis;
+    const cJSON *solve_scale, *solve_offset;
 } manifest_dim;
 
 typedef struct {
@@ -136,6 +140,12 @@ void manifest_free(manifest *m);
 
 /* Give a dim or a scalar uniform field its value ("37", "0.5"). */
 int manifest_set(manifest *m, const char *name, const char *value, char *error, size_t error_size);
+
+/* Bind each dim with a `solve` that has no value yet from its input's shape (`shapes[b]`: the
+ * axis sizes of buffer b, NULL where unknown), again while one more can be solved (its scale and
+ * offset name only bound dims): (size - offset) / scale, exactly. 0 and an error for a size the
+ * scale does not divide (GPU040) or a scale below 1 (MAN005). Call it before manifest_bind. */
+int manifest_solve(manifest *m, const int64_t *const *shapes, char *error, size_t error_size);
 
 /* Check every dim against its constraints, then evaluate buffer shapes and workgroup counts. */
 int manifest_bind(manifest *m, char *error, size_t error_size);

@@ -9,7 +9,7 @@ from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, CANNOT_SCHEDULE, RefusalE
 from mimir.codegen.schedule.plan import BufferSpec, Schedule
 from mimir.codegen.schedule.state import State
 from mimir.codegen.tensors import Evaluator
-from mimir.dims import Dim, Size
+from mimir.dims import Dim, Size, Solved, solve_dims
 from mimir.dtypes import bfloat16
 from mimir.parse.module import TensorAnnotation
 
@@ -84,6 +84,17 @@ def kernel_dims(kernel: Any) -> list[Dim]:
                 if dim not in found:
                     found.append(declared[dim.name].dim if dim.name in declared else dim)
     return found
+
+
+def kernel_solves(kernel: Any) -> dict[str, Solved]:
+    """The dims the parameters fix only by an equation (`x: Tensor[float32, 3 * C]`), by
+    name, as `mimir.dims.solve_dims` solves them: the manifest tells hosts how."""
+    shapes = [
+        (name, ann.dims)
+        for name, ann, _ in kernel.graph.params
+        if isinstance(ann, TensorAnnotation)
+    ]
+    return {s.dim.name: s for s in solve_dims(shapes)}
 
 
 def refuse_bfloat16_stores(st: State) -> State:
