@@ -557,6 +557,7 @@ def _install_operators() -> None:
                 setattr(Tensor, spec.rdunder, _make_binary(spec, reflected=True))
         elif spec.method and spec.arity == 1:
             setattr(Tensor, spec.method, _make_unary(spec))
+    Tensor.gelu = _gelu  # type: ignore[method-assign]
     Tensor.__matmul__ = lambda self, other: _matmul(self, other)  # type: ignore[method-assign]
     Tensor.__rmatmul__ = lambda self, other: _matmul(other, self)  # type: ignore[method-assign]
     Tensor.__hash__ = object.__hash__  # type: ignore[method-assign]
@@ -569,6 +570,18 @@ def _make_binary(spec: ops.OpSpec, reflected: bool) -> Callable[[Tensor, Any], T
     method.__name__ = spec.rdunder if reflected else spec.dunder  # type: ignore[assignment]
     method.__doc__ = f"Element-wise `{spec.spelling}` with broadcasting."
     return method
+
+
+def _gelu(self: Tensor, approximate: Any = "tanh") -> Tensor:
+    """Element-wise GELU: `approximate="tanh"` (the default) the tanh approximation,
+    `"none"` the exact `x Phi(x)` through erf (torch's two spellings)."""
+    spec = ops.gelu_variant(approximate)
+    if spec is None:
+        raise MimirError(
+            "GPU036",
+            f'`approximate` of `.gelu()` must be the literal "none" or "tanh", got {approximate!r}',
+        )
+    return elementwise(spec, [self])
 
 
 def _make_unary(spec: ops.OpSpec) -> Callable[[Tensor], Tensor]:

@@ -47,7 +47,7 @@ from mimir.dtypes import BY_NAME as DTYPES
 from mimir.dtypes import DType, default_dtype, promote_weak
 from mimir.ops.shapes import RuleError
 from mimir.parse import subset
-from mimir.parse.graph import BINARY_SYMBOLS, KernelGraph
+from mimir.parse.graph import BINARY_SYMBOLS, KernelGraph, gelu_call, is_gelu
 from mimir.parse.module import (
     MATH_CONSTANTS,
     ModuleInfo,
@@ -893,7 +893,8 @@ class IndexKernelChecker(KernelChecker):
                     node,
                 )
             return Idx(self.pids[axis], f"program_id({axis})")
-        args = [self._expr(a, scope) for a in node.args]
+        # `.gelu(approximate="none")`: a literal, not an operand
+        args = [] if is_gelu(node) else [self._expr(a, scope) for a in node.args]
         if any(a is None for a in args):
             return None
         if canonical is not None:
@@ -950,6 +951,15 @@ class IndexKernelChecker(KernelChecker):
                 return self._cast(receiver, target)
             if spec.kind != "elementwise":
                 raise _RefusedError("GPU031", f"`.{func.attr}()` is a tensor-level op", node)
+            if spec.name == "gelu":
+                variant = gelu_call(node)
+                if variant is None:
+                    raise _RefusedError(
+                        "GPU036",
+                        '`.gelu()` takes one argument, `approximate`: the literal "none" or "tanh"',
+                        node,
+                    )
+                return self._element_op(variant, [receiver], node)
             return self._element_op(spec, [receiver, *args], node)
         if isinstance(func, ast.Name) and func.id in self.info.module_names:
             raise _RefusedError("GPU030", f"unknown function `{func.id}()` in a kernel", func)

@@ -363,9 +363,8 @@ _CODES = [
         "computing something else",
         'use an op the kernel language defines (README, "The kernel language"), or write the '
         "computation with those ops",
-        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n    return x.cosh()\n",
-        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n"
-        "    return (x.exp() + (-x).exp()) * 0.5\n",
+        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n    return x.tan()\n",
+        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n    return x.sin() / x.cos()\n",
     ),
     Code(
         "GPU031",

@@ -102,6 +102,12 @@ def _float_table() -> dict[Callable, Callable]:
         nm.sin: np.sin,
         nm.cos: np.cos,
         nm.gelu: _gelu,
+        nm.cosh: np.cosh,
+        nm.sinh: np.sinh,
+        nm.expm1: np.expm1,
+        nm.log1p: np.log1p,
+        nm.atan: np.arctan,
+        nm.atan2: np.arctan2,  # erf, erfc and the exact GELU: NumPy has no erf (the shim's)
         nm.maximum: np.maximum,
         nm.minimum: np.minimum,
         nm.clip: lambda a, lo, hi: np.minimum(np.maximum(a, lo), hi),
