@@ -526,10 +526,23 @@ def elementwise(spec: ops.OpSpec, operands: list[Any]) -> Tensor:
         compute = [bool_] + [dtype] * (len(operands) - 1)
     else:
         compute = [dtype] * len(operands)
+    if spec.name in ("lshift", "rshift"):
+        _check_shift_count(spec, operands[1])
     args = [(x._values, x._shape) if isinstance(x, Tensor) else x for x in operands]
     values = ev.elementwise(spec.element, args, out_shape, compute, dtype)
     device = devices.pop() if devices else ("gpu" if in_kernel() else "cpu")
     return Tensor(values, out_shape, dtype, device)
+
+
+def _check_shift_count(spec: ops.OpSpec, count: Any) -> None:
+    """Every count of `<<`/`>>` in 0..31, as the checker proves (GPU037)."""
+    counts = count._values if isinstance(count, Tensor) else [count]
+    bad = next((c for c in counts if not 0 <= c < 32), None)
+    if bad is not None:
+        raise MimirError(
+            "GPU037",
+            f"the count of `{spec.spelling}` is {bad}; it must be in 0..31",
+        )
 
 
 def _matmul(left: Any, right: Any) -> Tensor:
@@ -595,10 +608,7 @@ def _make_unary(spec: ops.OpSpec) -> Callable[[Tensor], Tensor]:
 
 # Python operators the kernel language does not define: the checker reports GPU030 for
 # them, so the shim must too (not Python's TypeError).
-_UNKNOWN_OPERATORS = {
-    "__xor__": "^", "__rxor__": "^", "__lshift__": "<<", "__rlshift__": "<<",
-    "__rshift__": ">>", "__rrshift__": ">>", "__pos__": "unary +",
-}  # fmt: skip
+_UNKNOWN_OPERATORS = {"__pos__": "unary +"}
 
 
 def _refuse_operators() -> None:

@@ -120,6 +120,10 @@ TABLE: tuple[OpSpec, ...] = (
     # bitwise / logical
     _binary("bitand", "&", "and", dr.bitwise, nm.bitand),
     _binary("bitor", "|", "or", dr.bitwise, nm.bitor),
+    _binary("bitxor", "^", "xor", dr.bitwise, nm.bitxor),
+    # shifts: the count must be proven in 0..31 (GPU037)
+    _binary("lshift", "<<", "lshift", dr.shift, nm.lshift),
+    _binary("rshift", ">>", "rshift", dr.shift, nm.rshift),
     # comparisons
     _binary("lt", "<", "lt", dr.comparison, nm.lt, compute_in_common=True),
     _binary("le", "<=", "le", dr.comparison, nm.le, compute_in_common=True),

@@ -269,6 +269,22 @@ def bitor(a: Number, b: Number) -> Number:
     return a | b  # type: ignore[operator]
 
 
+def bitxor(a: Number, b: Number) -> Number:
+    return a ^ b  # type: ignore[operator]
+
+
+def lshift(a: Number, b: Number) -> Number:
+    """`a << b` for a count the checker proved in 0..31: Python's exact product, which
+    `cast` wraps to int32/uint32 as the GPU's shift drops the bits shifted out."""
+    return a << b  # type: ignore[operator]
+
+
+def rshift(a: Number, b: Number) -> Number:
+    """`a >> b`: arithmetic (sign-filling) on int32, logical on uint32, as Python's `>>`
+    on the value (a uint32 is never negative)."""
+    return a >> b  # type: ignore[operator]
+
+
 def invert(a: Number) -> Number:
     if isinstance(a, bool):
         return not a

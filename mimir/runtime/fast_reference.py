@@ -138,6 +138,9 @@ def _int_table() -> dict[Callable, Callable]:
         nm.relu: lambda a: np.maximum(a, 0),
         nm.bitand: np.bitwise_and,
         nm.bitor: np.bitwise_or,
+        nm.bitxor: np.bitwise_xor,
+        nm.lshift: np.left_shift,  # counts proven in 0..31: below 2^63 before the wrap
+        nm.rshift: np.right_shift,  # arithmetic on int64, as Python's
         nm.lt: np.less,
         nm.le: np.less_equal,
         nm.gt: np.greater,
@@ -153,6 +156,7 @@ def _bool_table() -> dict[Callable, Callable]:
     return {
         nm.bitand: np.logical_and,
         nm.bitor: np.logical_or,
+        nm.bitxor: np.logical_xor,
         nm.invert: np.logical_not,
         nm.eq: np.equal,
         nm.ne: np.not_equal,
