@@ -171,7 +171,7 @@ def _kernel(name: str) -> str:
     return f"\n\n@gpu\ndef f_{name}({params}) -> Tensor[float32, N]:\n    return {body}\n"
 
 
-def on_backends(backends: list[str], x: np.ndarray, y: np.ndarray) -> dict:
+def on_backends(backends: list[str], x: np.ndarray, y: np.ndarray, math: str = "fast") -> dict:
     sys.path.insert(0, str(REPO / "tests"))
     from harness import run_backend
 
@@ -183,7 +183,7 @@ def on_backends(backends: list[str], x: np.ndarray, y: np.ndarray) -> dict:
         src = Path(tmp) / "special_bench.py"
         src.write_text(source)
         for backend in backends:
-            result = compile_source(str(src), source, [backend])
+            result = compile_source(str(src), source, [backend], math=math)
             assert result.ok, [(d.code, d.message) for d in result.diagnostics]
             folder = Path(tmp) / backend
             for path, content in result.files.items():
@@ -205,6 +205,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--stride", type=int, default=4096)
     parser.add_argument("--backends", default="", help="comma-separated: msl,wgsl,spirv,ptx")
+    parser.add_argument("--math", default="fast", help="PTX's exp and log: fast or precise")
     args = parser.parse_args()
     x, y = inputs(args.stride)
     print(f"{len(x)} float32 inputs: every {args.stride}th bit pattern and hard cases")
@@ -221,8 +222,8 @@ def main() -> None:
         show(name, "IR", run_helper(HELPERS[helper], operands))
     backends = [b for b in args.backends.split(",") if b]
     if backends:
-        for (backend, name), got in sorted(on_backends(backends, x, y).items()):
-            show(name, backend, got)
+        for (backend, name), got in sorted(on_backends(backends, x, y, args.math).items()):
+            show(name, backend if backend != "ptx" else f"ptx {args.math}", got)
 
 
 if __name__ == "__main__":
