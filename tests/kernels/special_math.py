@@ -9,7 +9,7 @@ once; each backend must match within the float32 tolerance (docs/language.md and
 RECEIPTS.md have the ulp figures over all of float32).
 """
 
-from mimir.array import Dim, Tensor, atan2, float32, gpu
+from mimir.array import Dim, Tensor, atan2, float16, float32, gpu
 
 N = Dim("N")
 
@@ -40,3 +40,9 @@ def arctangent(y: Tensor[float32, N], x: Tensor[float32, N]) -> Tensor[float32, 
 def gelu_exact(x: Tensor[float32, N]):
     a = x * 8.0
     return a.gelu(approximate="none"), a.gelu(approximate="tanh") - a.gelu()
+
+
+@gpu
+def half_precision(x: Tensor[float16, N]) -> Tensor[float16, N]:
+    # computed in f32 registers, rounded to half once per op, as the shim rounds
+    return (x * 2.0).erf() + (x * 3.0).sinh() + atan2(x, x + 2.0)
