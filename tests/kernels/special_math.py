@@ -9,7 +9,7 @@ once; each backend must match within the float32 tolerance (docs/language.md and
 RECEIPTS.md have the ulp figures over all of float32).
 """
 
-from mimir.array import Dim, Tensor, atan2, float16, float32, gpu
+from mimir.array import Dim, Tensor, atan2, float16, float32, gpu, program_id
 
 N = Dim("N")
 
@@ -46,3 +46,10 @@ def gelu_exact(x: Tensor[float32, N]):
 def half_precision(x: Tensor[float16, N]) -> Tensor[float16, N]:
     # computed in f32 registers, rounded to half once per op, as the shim rounds
     return (x * 2.0).erf() + (x * 3.0).sinh() + atan2(x, x + 2.0)
+
+
+@gpu(grid=(N,))
+def index_special(x: Tensor[float32, N], y: Tensor[float32, N], out: Tensor[float32, N]):
+    i = program_id(0)
+    v = x[i] * 4.0
+    out[i] = v.erf() + v.gelu(approximate="none") + atan2(y[i], x[i]) + v.abs().log1p() + v.cosh()
