@@ -94,6 +94,38 @@ class DimExpr:
     def __neg__(self) -> Any:
         return _arith("-", 0, self)
 
+    # Bit operations of a dim's value, only inside a running kernel (`x + (N >> 1)`): a
+    # plain int, as the checker reads them (a scalar, not a size).
+    def __and__(self, other: Any) -> Any:
+        return _bits(operator.and_, self, other)
+
+    def __rand__(self, other: Any) -> Any:
+        return _bits(operator.and_, other, self)
+
+    def __or__(self, other: Any) -> Any:
+        return _bits(operator.or_, self, other)
+
+    def __ror__(self, other: Any) -> Any:
+        return _bits(operator.or_, other, self)
+
+    def __xor__(self, other: Any) -> Any:
+        return _bits(operator.xor, self, other)
+
+    def __rxor__(self, other: Any) -> Any:
+        return _bits(operator.xor, other, self)
+
+    def __lshift__(self, other: Any) -> Any:
+        return _bits(operator.lshift, self, other)
+
+    def __rlshift__(self, other: Any) -> Any:
+        return _bits(operator.lshift, other, self)
+
+    def __rshift__(self, other: Any) -> Any:
+        return _bits(operator.rshift, self, other)
+
+    def __rrshift__(self, other: Any) -> Any:
+        return _bits(operator.rshift, other, self)
+
     def __float__(self) -> float:
         return float(self.__index__())
 
@@ -345,6 +377,16 @@ _NUMBER_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "/": operator.truediv,
     "**": operator.pow,
 }
+
+
+def _bits(fn: Callable[[int, int], int], left: Any, right: Any) -> Any:
+    env = _binding_hook()
+    if env is None or isinstance(left, bool) or isinstance(right, bool):
+        return NotImplemented
+    values = [v.evaluate(env) if isinstance(v, DimExpr) else v for v in (left, right)]
+    if not all(isinstance(v, int) for v in values):
+        return NotImplemented
+    return fn(int(values[0]), int(values[1]))
 
 
 def _arith(op: str, left: Any, right: Any) -> Any:

@@ -1,6 +1,6 @@
 """The differential fuzzer (`tests/fuzzing`) in the suite: generator, oracle, a fixed-seed run.
 
-`test_fixed_seed_campaign` judges 116 generated kernels (every op of `mimir.ops.TABLE` and
+`test_fixed_seed_campaign` judges 188 generated kernels (every op of `mimir.ops.TABLE` and
 every index-level pattern, once meant clean and once with a planted bug), compiles the
 clean ones for every backend, validates every file and executes a sample against the
 shim; it fails on any finding that `KNOWN` does not name. The run is derandomized: the

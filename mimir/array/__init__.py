@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from mimir.array.functions import (
     arange,
+    atan2,
     atomic_add,
     concatenate,
     einsum,
@@ -65,6 +66,7 @@ __all__ = [
     "Tensor",
     "TensorType",
     "arange",
+    "atan2",
     "concatenate",
     "bool_",
     "bfloat16",

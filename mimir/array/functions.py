@@ -43,6 +43,12 @@ def minimum(a: Any, b: Any) -> Tensor:
     return elementwise(ops.BY_FUNCTION["minimum"], [a, b])
 
 
+def atan2(y: Any, x: Any) -> Tensor:
+    """Element-wise `atan2(y, x)`: the angle of the point (x, y) in [-pi, pi] (as
+    `math.atan2`, NumPy's `arctan2`)."""
+    return elementwise(ops.BY_FUNCTION["atan2"], [y, x])
+
+
 def einsum(spec: Any, *operands: Any) -> Tensor:
     """Einstein summation with a literal spec (`'ij,jk->ik'`, `'bhqd,bhkd->bhqk'`), one or
     two operands; each letter one size in every operand (see `mimir.ops.einsum`)."""

@@ -526,10 +526,23 @@ def elementwise(spec: ops.OpSpec, operands: list[Any]) -> Tensor:
         compute = [bool_] + [dtype] * (len(operands) - 1)
     else:
         compute = [dtype] * len(operands)
+    if spec.name in ("lshift", "rshift"):
+        _check_shift_count(spec, operands[1])
     args = [(x._values, x._shape) if isinstance(x, Tensor) else x for x in operands]
     values = ev.elementwise(spec.element, args, out_shape, compute, dtype)
     device = devices.pop() if devices else ("gpu" if in_kernel() else "cpu")
     return Tensor(values, out_shape, dtype, device)
+
+
+def _check_shift_count(spec: ops.OpSpec, count: Any) -> None:
+    """Every count of `<<`/`>>` in 0..31, as the checker proves (GPU037)."""
+    counts = count._values if isinstance(count, Tensor) else [count]
+    bad = next((c for c in counts if not 0 <= c < 32), None)
+    if bad is not None:
+        raise MimirError(
+            "GPU037",
+            f"the count of `{spec.spelling}` is {bad}; it must be in 0..31",
+        )
 
 
 def _matmul(left: Any, right: Any) -> Tensor:
@@ -557,6 +570,7 @@ def _install_operators() -> None:
                 setattr(Tensor, spec.rdunder, _make_binary(spec, reflected=True))
         elif spec.method and spec.arity == 1:
             setattr(Tensor, spec.method, _make_unary(spec))
+    Tensor.gelu = _gelu  # type: ignore[method-assign]
     Tensor.__matmul__ = lambda self, other: _matmul(self, other)  # type: ignore[method-assign]
     Tensor.__rmatmul__ = lambda self, other: _matmul(other, self)  # type: ignore[method-assign]
     Tensor.__hash__ = object.__hash__  # type: ignore[method-assign]
@@ -571,6 +585,18 @@ def _make_binary(spec: ops.OpSpec, reflected: bool) -> Callable[[Tensor, Any], T
     return method
 
 
+def _gelu(self: Tensor, approximate: Any = "tanh") -> Tensor:
+    """Element-wise GELU: `approximate="tanh"` (the default) the tanh approximation,
+    `"none"` the exact `x Phi(x)` through erf (torch's two spellings)."""
+    spec = ops.gelu_variant(approximate)
+    if spec is None:
+        raise MimirError(
+            "GPU036",
+            f'`approximate` of `.gelu()` must be the literal "none" or "tanh", got {approximate!r}',
+        )
+    return elementwise(spec, [self])
+
+
 def _make_unary(spec: ops.OpSpec) -> Callable[[Tensor], Tensor]:
     def method(self: Tensor) -> Tensor:
         return elementwise(spec, [self])
@@ -582,10 +608,7 @@ def _make_unary(spec: ops.OpSpec) -> Callable[[Tensor], Tensor]:
 
 # Python operators the kernel language does not define: the checker reports GPU030 for
 # them, so the shim must too (not Python's TypeError).
-_UNKNOWN_OPERATORS = {
-    "__xor__": "^", "__rxor__": "^", "__lshift__": "<<", "__rlshift__": "<<",
-    "__rshift__": ">>", "__rrshift__": ">>", "__pos__": "unary +",
-}  # fmt: skip
+_UNKNOWN_OPERATORS = {"__pos__": "unary +"}
 
 
 def _refuse_operators() -> None:

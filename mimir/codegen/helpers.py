@@ -10,6 +10,8 @@ lowering is written with.
 
 from __future__ import annotations
 
+import math
+
 from mimir.codegen.ir import (
     COMPARISONS,
     Assign,
@@ -543,3 +545,269 @@ def _define_trig_helpers() -> None:
 
 
 _define_trig_helpers()
+
+
+# ---------------------------------------------------------------- special functions
+#
+# cosh, sinh, expm1, log1p, atan, atan2, erf, erfc and the exact GELU, written once over
+# `exp`, `log`, `abs` and arithmetic, so every target computes them the same way and
+# none leans on a builtin with a loose contract (WGSL's atan and atan2 may be 4096 ulp
+# off, its sinh is `(exp(x) - exp(-x)) / 2`, which cancels near 0). Each stays away from
+# cancellation: a Taylor polynomial near 0 where `exp(x) - 1`, `log(1 + x)` or `1 - erfc`
+# would lose the leading bits, and `exp(x / 2)^2` where `exp(x)` alone would overflow
+# before the result does. `benchmarks/special_accuracy.py` measures them (RECEIPTS.md).
+
+# expm1 x = x + x^2 (1/2! + x/3! + ... + x^7/9!) on |x| < 0.5: the first term left out,
+# x^10/10!, is below 3e-10 relative there.
+EXPM1_TAYLOR = tuple(1.0 / math.factorial(k) for k in range(2, 10))
+# log1p x = 2 atanh s, s = x / (2 + x): 2s + 2s z (1/3 + z/5 + ... + z^6/15), z = s^2
+# <= 1/9 on |x| < 0.5 (the next term, z^7/17, below 3e-9 relative).
+LOG1P_ATANH = tuple(1.0 / (2 * k + 1) for k in range(1, 8))
+# sinh x = x + x z (1/3! + z/5! + ... + z^6/15!) on |x| < 1, z = x^2 (next: 1/17!).
+SINH_TAYLOR = tuple(1.0 / math.factorial(2 * k + 1) for k in range(1, 8))
+# erf x = 2/sqrt(pi) x sum (-1)^n z^n / (n! (2n + 1)), n = 0..8, on |x| < 0.5, z = x^2
+# (the next term below 1e-10 relative).
+ERF_TAYLOR = tuple(
+    2.0 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(9)
+)
+# erfc x = t exp(-x^2 - 1.26551223 + t P(t)), t = 1 / (1 + x/2), x >= 0: the Chebyshev fit
+# of Numerical Recipes (2nd ed., 6.2, `erfcc`), fractional error below 1.2e-7 for every
+# x >= 0. P's coefficients, lowest first.
+ERFC_NR = (
+    1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
+    -1.13520398, 1.48851587, -0.82215223, 0.17087277,
+)  # fmt: skip
+ERFC_NR_C0 = -1.26551223
+# atan t = t + t z (c1 + z (c2 + z (c3 + z c4))), z = t^2, on |t| <= tan(pi/8) after
+# Cephes' reduction (atanf.c): relative error below 1.9e-7 (Cephes' peak over [-10, 10]).
+ATAN_CEPHES = (-3.33329491539e-1, 1.99777106478e-1, -1.38776856032e-1, 8.05374449538e-2)
+TAN_3PI_8 = 2.414213562373095
+TAN_PI_8 = 0.4142135623730950
+
+
+def _poly(x: Expr, coeffs: tuple[float, ...]) -> Expr:
+    """c0 + x (c1 + x (c2 + ...)) by Horner, in f32."""
+    acc: Expr = const(coeffs[-1], "f32")
+    for c in reversed(coeffs[:-1]):
+        acc = bin_("+", const(c, "f32"), bin_("*", x, acc))
+    return acc
+
+
+def _signed(negative: Expr, r: Expr) -> Expr:
+    return select(negative, Unary("-", r, "f32"), r)
+
+
+def _sign_bit(a: Expr) -> Expr:
+    """The sign bit of an f32, as a bool (true for -0 too)."""
+    return bin_(">=", Bitcast(a, "u32"), const(0x80000000, "u32"))
+
+
+def _define_special_helpers() -> None:
+    f = "f32"
+    a, x, r, e, h, s, z, t = (_p(n, f) for n in ("a", "x", "r", "e", "h", "s", "z", "t"))
+    zero, one, half, two = (const(v, f) for v in (0.0, 1.0, 0.5, 2.0))
+    nan_guard = If(isnan(a), [Return(a)])
+    neg = bin_("<", a, zero)
+    mul, add, sub, div = (lambda p, q, o=o: bin_(o, p, q) for o in "*+-/")
+    pi = const(math.pi, f)
+    half_pi = const(math.pi / 2, f)
+    _helper(
+        "mimir_expm1",
+        [("a", f)],
+        f,
+        [
+            nan_guard,
+            If(
+                bin_("<", call("abs", a), half),
+                [Return(add(a, mul(mul(a, a), _poly(a, EXPM1_TAYLOR))))],
+            ),
+            Return(sub(call("exp", a), one)),
+        ],
+    )
+    _helper(
+        "mimir_log1p",
+        [("a", f)],
+        f,
+        [
+            nan_guard,
+            If(bin_("<", a, const(-1.0, f)), [Return(const(NAN, f))]),
+            If(bin_("==", a, const(-1.0, f)), [Return(Unary("-", const(INF, f), f))]),
+            If(
+                bin_("<", call("abs", a), half),
+                [
+                    Let(s, div(a, add(two, a))),
+                    Let(z, mul(s, s)),
+                    Let(t, add(s, s)),
+                    Return(add(t, mul(mul(t, z), _poly(z, LOG1P_ATANH)))),
+                ],
+            ),
+            Return(call("log", add(one, a))),
+        ],
+    )
+    big = const(9.0, f)  # past 9, e^-x is below 2^-25 of e^x
+    _helper(
+        "mimir_sinh",
+        [("a", f)],
+        f,
+        [
+            nan_guard,
+            Let(x, call("abs", a)),
+            If(
+                bin_("<", x, one),
+                [Let(z, mul(a, a)), Return(add(a, mul(mul(a, z), _poly(z, SINH_TAYLOR))))],
+            ),
+            If(
+                bin_("<", x, big),
+                [Let(e, call("exp", x)), Return(_signed(neg, mul(half, sub(e, div(one, e)))))],
+            ),
+            # e^x / 2 as (e^(x/2) / 2) e^(x/2): finite wherever the result is
+            Let(h, call("exp", mul(half, x))),
+            Return(_signed(neg, mul(mul(half, h), h))),
+        ],
+    )
+    _helper(
+        "mimir_cosh",
+        [("a", f)],
+        f,
+        [
+            nan_guard,
+            Let(x, call("abs", a)),
+            If(
+                bin_("<", x, big),
+                [Let(e, call("exp", x)), Return(add(mul(half, e), div(half, e)))],
+            ),
+            Let(h, call("exp", mul(half, x))),
+            Return(mul(mul(half, h), h)),
+        ],
+    )
+    # atan of x >= 0 (inf included): Cephes' reduction to |t| <= tan(pi/8), its polynomial
+    atan_poly = lambda u, base: add(  # noqa: E731
+        base, add(u, mul(mul(u, mul(u, u)), _poly(mul(u, u), ATAN_CEPHES)))
+    )
+    _helper(
+        "mimir_atan_nonneg",
+        [("x", f)],
+        f,
+        [
+            If(
+                bin_(">", x, const(TAN_3PI_8, f)),
+                [Let(t, Unary("-", div(one, x), f)), Return(atan_poly(t, half_pi))],
+            ),
+            If(
+                bin_(">", x, const(TAN_PI_8, f)),
+                [
+                    Let(t, div(sub(x, one), add(x, one))),
+                    Return(atan_poly(t, const(math.pi / 4, f))),
+                ],
+            ),
+            Return(atan_poly(x, zero)),
+        ],
+    )
+    _helper(
+        "mimir_atan",
+        [("a", f)],
+        f,
+        [
+            nan_guard,
+            If(bin_("==", a, zero), [Return(a)]),  # atan(-0) is -0
+            Let(r, call("mimir_atan_nonneg", call("abs", a))),
+            Return(_signed(neg, r)),
+        ],
+    )
+    # atan2(y, x): IEEE's (and `math.atan2`'s) answers at zeros and infinities, by the sign
+    # bits; otherwise atan of the smaller magnitude over the larger, then the quadrant.
+    y, ax, ay = _p("y", f), _p("ax", f), _p("ay", f)
+    ys, xs = _p("ys", "bool"), _p("xs", "bool")
+    _helper(
+        "mimir_atan2",
+        [("y", f), ("x", f)],
+        f,
+        [
+            If(bin_("||", isnan(x), isnan(y)), [Return(add(x, y))]),
+            Let(ys, _sign_bit(y)),
+            Let(xs, _sign_bit(x)),
+            Let(ax, call("abs", x)),
+            Let(ay, call("abs", y)),
+            If(bin_("==", ay, zero), [Return(_signed(ys, select(xs, pi, zero)))]),
+            If(bin_("==", ax, zero), [Return(_signed(ys, half_pi))]),
+            If(
+                bin_("&&", isinf(ax), isinf(ay)),
+                [Return(_signed(ys, select(xs, const(3 * math.pi / 4, f), const(math.pi / 4, f))))],
+            ),
+            If(isinf(ax), [Return(_signed(ys, select(xs, pi, zero)))]),
+            If(isinf(ay), [Return(_signed(ys, half_pi))]),
+            VarDecl(r, zero),
+            If(
+                bin_("<=", ay, ax),
+                [Assign(r, call("mimir_atan_nonneg", div(ay, ax)))],
+                [Assign(r, sub(half_pi, call("mimir_atan_nonneg", div(ax, ay))))],
+            ),
+            Return(_signed(ys, select(xs, sub(pi, r), r))),
+        ],
+    )
+    # erfc of finite x >= 0: Numerical Recipes' fit, with x^2 split as hi^2 + lo (x + hi)
+    # (hi: x's top 12 significand bits, so hi^2 is exact) and exp taken of each part: the
+    # rounding of x^2 near 100 would otherwise cost 2^-24 x^2 relative.
+    hi, lo, p = _p("hi", f), _p("lo", f), _p("p", f)
+    _helper(
+        "mimir_erfc_nonneg",
+        [("x", f)],
+        f,
+        [
+            Let(t, div(one, add(one, mul(half, x)))),
+            Let(hi, Bitcast(bin_("&", Bitcast(x, "u32"), const(0xFFFFF000, "u32")), f)),
+            Let(lo, sub(x, hi)),
+            Let(p, add(const(ERFC_NR_C0, f), mul(t, _poly(t, ERFC_NR)))),
+            Return(
+                mul(
+                    mul(t, call("exp", sub(p, mul(lo, add(x, hi))))),
+                    call("exp", Unary("-", mul(hi, hi), f)),
+                )
+            ),
+        ],
+    )
+    cutoff = const(10.5, f)  # erfc(10.5) is below float32's least subnormal
+    _helper(
+        "mimir_erfc",
+        [("a", f)],
+        f,
+        [
+            nan_guard,
+            Let(x, call("abs", a)),
+            If(bin_(">=", x, cutoff), [Return(select(neg, two, zero))]),
+            Let(r, call("mimir_erfc_nonneg", x)),
+            Return(select(neg, sub(two, r), r)),
+        ],
+    )
+    _helper(
+        "mimir_erf",
+        [("a", f)],
+        f,
+        [
+            nan_guard,
+            Let(x, call("abs", a)),
+            If(bin_("<", x, half), [Return(mul(a, _poly(mul(a, a), ERF_TAYLOR)))]),
+            # erfc(4) < 2^-25: 1 - erfc rounds to 1 (and inf needs no erfc)
+            If(bin_(">=", x, const(4.0, f)), [Return(select(neg, const(-1.0, f), one))]),
+            Return(_signed(neg, sub(one, call("mimir_erfc_nonneg", x)))),
+        ],
+    )
+    # x Phi(x) = x erfc(-x / sqrt 2) / 2: no cancellation in 1 + erf(x / sqrt 2) for x < 0
+    _helper(
+        "mimir_gelu_erf",
+        [("a", f)],
+        f,
+        [
+            nan_guard,
+            If(isinf(a), [Return(select(bin_(">", a, zero), a, zero))]),
+            Return(
+                mul(
+                    mul(half, a),
+                    call("mimir_erfc", mul(Unary("-", a, f), const(math.sqrt(0.5), f))),
+                )
+            ),
+        ],
+    )
+
+
+_define_special_helpers()

@@ -160,6 +160,34 @@ def _bitwise(op: str, logical: str) -> Lowering:
     return lambda xs, t: bin_(logical if t == "bool" else op, xs[0], xs[1])
 
 
+def _xor(xs: list[Expr], t: str) -> Expr:
+    a, b = xs
+    if t == "bool":  # (a or b) and not (a and b): bools have no `^` on every target
+        return bin_("&&", bin_("||", a, b), not_(bin_("&&", a, b)))
+    return bin_("^", a, b)
+
+
+def _shift(op: str) -> Lowering:
+    """`a << b`, `a >> b` for a count the checker proved in 0..31. The count is a u32 (WGSL
+    shifts by u32 only); an i32 `<<` shifts its bits as a u32 (wrapping, as the shim's
+    int32); `>>` of an i32 is arithmetic on every target, as Python's. Two literals fold
+    here (WGSL refuses a constant i32 shift that overflows)."""
+
+    def lower(xs: list[Expr], t: str) -> Expr:
+        a, b = xs
+        if isinstance(a, Const) and isinstance(b, Const) and 0 <= int(b.value) < 32:
+            v = int(a.value) << int(b.value) if op == "<<" else int(a.value) >> int(b.value)
+            v &= 0xFFFFFFFF
+            return const(v - (1 << 32) if t == "i32" and v >= 2**31 else v, t)
+        count = b if b.type == "u32" else Cast(b, "u32")
+        if op == "<<" and t == "i32":
+            # on the bits: C++ (Metal) leaves a left shift of a negative int undefined
+            return Cast(Binary("<<", Cast(a, "u32"), count, "u32"), "i32")
+        return Binary(op, a, count, t)
+
+    return lower
+
+
 def _neg(xs: list[Expr], t: str) -> Expr:
     if t == "f32":
         return Unary("-", xs[0], t)
@@ -231,6 +259,9 @@ LOWERING: dict[str, Lowering] = {
     "pow": _pow,
     "bitand": _bitwise("&", "&&"),
     "bitor": _bitwise("|", "||"),
+    "bitxor": _xor,
+    "lshift": _shift("<<"),
+    "rshift": _shift(">>"),
     "lt": _compare("<"),
     "le": _compare("<="),
     "gt": _compare(">"),
@@ -255,6 +286,15 @@ LOWERING: dict[str, Lowering] = {
     "cos": lambda xs, t: call("cos", xs[0]),
     "math_sin": lambda xs, t: call("sin", xs[0]),
     "math_cos": lambda xs, t: call("cos", xs[0]),
+    "gelu_erf": _float_fn("mimir_gelu_erf"),
+    "cosh": _float_fn("mimir_cosh"),
+    "sinh": _float_fn("mimir_sinh"),
+    "expm1": _float_fn("mimir_expm1"),
+    "log1p": _float_fn("mimir_log1p"),
+    "erf": _float_fn("mimir_erf"),
+    "erfc": _float_fn("mimir_erfc"),
+    "atan": _float_fn("mimir_atan"),
+    "atan2": lambda xs, t: call("mimir_atan2", xs[0], xs[1]),
     "clip": _clip,
     "where": _where,
     "maximum": _maximum,

@@ -41,7 +41,8 @@ from mimir.ops import shapes as sh
 _PY_BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
     "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "&": operator.and_,
-    "|": operator.or_, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+    "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
+    "<": operator.lt, "<=": operator.le, ">": operator.gt,
     ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
 }  # fmt: skip
 _PY_UNARY = {"-": operator.neg, "~": operator.invert}

@@ -89,6 +89,11 @@ _DTYPE_TERM = dict(zip(ALL_DTYPES, DTYPE_CONSTS, strict=True))
 _SILENT_CODE = ""  # a failure already reported elsewhere: poison the node quietly
 
 
+# `<<` and `>>`: the count must be proven below the 32 bits of int32 and uint32 (GPU037)
+SHIFTS = ("lshift", "rshift")
+SHIFT_BITS = 32
+
+
 class _RuleFailedError(Exception):
     def __init__(self, code: str, message: str, **extra: Any) -> None:
         super().__init__(message)
@@ -433,6 +438,14 @@ class KernelChecker:
             dtype = self._dtype_rule(ops.BY_OPERATOR["@"], [a.dtype, b.dtype])
             return TensorVal(self._rule(sh.matmul, a.shape, b.shape), dtype)
         spec = ops.BY_OPERATOR[symbol]
+        if spec.name in SHIFTS:
+            result = (
+                self._elementwise(spec, inputs)
+                if isinstance(left, TensorVal) or isinstance(right, TensorVal)
+                else ScalarVal(self._scalar_kinds(spec, inputs))
+            )
+            self._prove_shift_count(spec, right)
+            return result
         if isinstance(left, TensorVal) or isinstance(right, TensorVal):
             return self._elementwise(spec, inputs)
         if isinstance(left, SizeVal) and isinstance(right, SizeVal) and symbol in _DUNDER:
@@ -450,6 +463,28 @@ class KernelChecker:
             return SizeVal(getattr(left.sym, _DUNDER[symbol])(right.sym))
         kind = self._scalar_kinds(spec, inputs)
         return ScalarVal(kind)
+
+    def _prove_shift_count(self, spec: ops.OpSpec, count: Any) -> None:
+        """A shift's count in 0..31 for every value it can hold (a tensor's `Range` or its
+        dtype, a literal, a size): past that the shim and the GPUs disagree (Python shifts
+        by any amount, PTX clamps, WGSL and SPIR-V mask or leave it undefined)."""
+        held = self._value_range(count)
+        c = z3.Int(f"shift!count!{self._visiting}")
+        within = z3.And(c >= held[0], c < held[1]) if held is not None else z3.BoolVal(True)
+        verdict = self.prover.prove(
+            z3.Implies(within, z3.And(c >= 0, c < SHIFT_BITS)), (("count", c),)
+        )
+        if verdict.status == PROVEN:
+            return
+        message = (
+            f"the count of `{spec.spelling}` may be negative or {SHIFT_BITS} or more "
+            f"(it must be in 0..{SHIFT_BITS - 1})"
+        )
+        if verdict.status != REFUTED:
+            raise _RuleFailedError("GPU050", f"could not prove: {message} ({verdict.reason})")
+        raise _RuleFailedError(
+            "GPU037", message, labels=verdict.labels, counterexample=verdict.counterexample
+        )
 
     def _scalar_kinds(self, spec: ops.OpSpec, inputs: list) -> str:
         kinds = [self._operand_kind(v, spec) for v in inputs]

@@ -40,14 +40,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mimir import ops
-from mimir.constraints.checker import KernelChecker
+from mimir.constraints.checker import SHIFT_BITS, SHIFTS, KernelChecker
 from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
 from mimir.dims import Dim
 from mimir.dtypes import BY_NAME as DTYPES
 from mimir.dtypes import DType, default_dtype, promote_weak
 from mimir.ops.shapes import RuleError
 from mimir.parse import subset
-from mimir.parse.graph import BINARY_SYMBOLS, KernelGraph
+from mimir.parse.graph import BINARY_SYMBOLS, KernelGraph, gelu_call, is_gelu
 from mimir.parse.module import (
     MATH_CONSTANTS,
     ModuleInfo,
@@ -856,6 +856,8 @@ class IndexKernelChecker(KernelChecker):
                 "GPU030", f"unknown operator `{symbol}` in an index-level kernel", node
             )
         result = self._element_op(spec, [left, right], node)
+        if spec.name in SHIFTS:
+            self._prove_shift_count(spec, right, node, scope)
         if symbol in _COMPARE:
             terms = self._exact_terms(spec, [left, right], scope)
             if terms is not None:
@@ -864,6 +866,45 @@ class IndexKernelChecker(KernelChecker):
         if isinstance(left, Idx) and isinstance(right, Idx):
             return Idx(self._fresh_int("bits"), "?")
         return self._with_term(result, symbol, [left, right], spec, scope)
+
+    def _prove_shift_count(
+        self, spec: ops.OpSpec, count: Any, node: ast.AST, scope: _Scope
+    ) -> None:
+        """The count of `<<`/`>>` in 0..31 on this path (GPU037), as the tensor-level rule."""
+        term = self._int_term(count)
+        if term is None:
+            term = self._ranged("count", self._kind(count))
+        ok = z3.And(term >= 0, term < SHIFT_BITS) if term is not None else z3.BoolVal(False)
+        verdict = self.prover.prove(
+            z3.Implies(z3.And(*scope.path), ok),
+            (*scope.show, ("count", term)) if term is not None else scope.show,
+        )
+        if verdict.status == PROVEN:
+            return
+        where = (
+            node.right
+            if isinstance(node, ast.BinOp)
+            else node.value
+            if isinstance(node, ast.AugAssign)
+            else node
+        )
+        message = (
+            f"the count `{self.src.text(where)}` of `{spec.spelling}` may be negative or "
+            f"{SHIFT_BITS} or more (it must be in 0..{SHIFT_BITS - 1})"
+        )
+        if verdict.status != REFUTED:
+            raise _RefusedError("GPU050", f"could not prove: {message} ({verdict.reason})", node)
+        self.diagnostics.append(
+            Diagnostic(
+                "GPU037",
+                message,
+                self.src.span(where),
+                labels=verdict.labels,
+                counterexample=verdict.counterexample,
+                function=self.kg.name,
+            )
+        )
+        raise _RefusedError(_SILENT, "", node)
 
     def _unary(self, node: ast.UnaryOp, value: Any) -> Any:
         if value is None:
@@ -893,7 +934,8 @@ class IndexKernelChecker(KernelChecker):
                     node,
                 )
             return Idx(self.pids[axis], f"program_id({axis})")
-        args = [self._expr(a, scope) for a in node.args]
+        # `.gelu(approximate="none")`: a literal, not an operand
+        args = [] if is_gelu(node) else [self._expr(a, scope) for a in node.args]
         if any(a is None for a in args):
             return None
         if canonical is not None:
@@ -950,6 +992,15 @@ class IndexKernelChecker(KernelChecker):
                 return self._cast(receiver, target)
             if spec.kind != "elementwise":
                 raise _RefusedError("GPU031", f"`.{func.attr}()` is a tensor-level op", node)
+            if spec.name == "gelu":
+                variant = gelu_call(node)
+                if variant is None:
+                    raise _RefusedError(
+                        "GPU036",
+                        '`.gelu()` takes one argument, `approximate`: the literal "none" or "tanh"',
+                        node,
+                    )
+                return self._element_op(variant, [receiver], node)
             return self._element_op(spec, [receiver, *args], node)
         if isinstance(func, ast.Name) and func.id in self.info.module_names:
             raise _RefusedError("GPU030", f"unknown function `{func.id}()` in a kernel", func)

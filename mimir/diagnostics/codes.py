@@ -363,9 +363,8 @@ _CODES = [
         "computing something else",
         'use an op the kernel language defines (docs/kernels.md, "The kernel language"), or '
         "write the computation with those ops",
-        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n    return x.cosh()\n",
-        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n"
-        "    return (x.exp() + (-x).exp()) * 0.5\n",
+        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n    return x.tan()\n",
+        "@gpu\ndef f(x: Tensor[float32, 8]) -> Tensor[float32, 8]:\n    return x.sin() / x.cos()\n",
     ),
     Code(
         "GPU031",
@@ -433,6 +432,22 @@ _CODES = [
         "pass an int literal, a `Dim`, a dtype name or a tuple of these",
         "@gpu\ndef f(x: Tensor[float32, 8, 4]) -> Tensor[float32, 8]:\n    return x.sum(axis=x)\n",
         "@gpu\ndef f(x: Tensor[float32, 8, 4]) -> Tensor[float32, 8]:\n    return x.sum(axis=1)\n",
+    ),
+    Code(
+        "GPU037",
+        "shift-count-out-of-range",
+        "a shift count may be negative or at least the 32-bit width",
+        "a shift by 32 or more (or by a negative count) means something different on each "
+        "target: Python shifts by any amount, PTX clamps the count, WGSL takes it modulo 32, "
+        "SPIR-V and Metal leave the result undefined; so the checker proves every count of "
+        "`<<` and `>>` is in 0..31 and names a count that is not",
+        "shift by a literal or a size proven below 32, declare the count tensor "
+        "`Range(0, 32)`, or clamp it with `minimum(maximum(k, 0), 31)`",
+        "@gpu\ndef f(x: Tensor[int32, 8], k: Tensor[int32, 8]) -> Tensor[int32, 8]:\n"
+        "    return x << k\n",
+        "from mimir.array import Range\n\n"
+        "@gpu\ndef f(x: Tensor[int32, 8], k: Tensor[int32, 8, Range(0, 32)]) "
+        "-> Tensor[int32, 8]:\n    return x << k\n",
     ),
     Code(
         "GPU040",

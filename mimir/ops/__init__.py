@@ -29,6 +29,8 @@ __all__ = [
     "BY_METHOD",
     "BY_FUNCTION",
     "BY_ATTRIBUTE",
+    "GELU_APPROXIMATE",
+    "gelu_variant",
     "lookup",
 ]
 
@@ -118,6 +120,10 @@ TABLE: tuple[OpSpec, ...] = (
     # bitwise / logical
     _binary("bitand", "&", "and", dr.bitwise, nm.bitand),
     _binary("bitor", "|", "or", dr.bitwise, nm.bitor),
+    _binary("bitxor", "^", "xor", dr.bitwise, nm.bitxor),
+    # shifts: the count must be proven in 0..31 (GPU037)
+    _binary("lshift", "<<", "lshift", dr.shift, nm.lshift),
+    _binary("rshift", ">>", "rshift", dr.shift, nm.rshift),
     # comparisons
     _binary("lt", "<", "lt", dr.comparison, nm.lt, compute_in_common=True),
     _binary("le", "<=", "le", dr.comparison, nm.le, compute_in_common=True),
@@ -138,18 +144,34 @@ TABLE: tuple[OpSpec, ...] = (
     _method("sigmoid", "elementwise", dr.floating, nm.sigmoid),
     _method("tanh", "elementwise", dr.floating, nm.tanh),
     _method("gelu", "elementwise", dr.floating, nm.gelu),
+    # `.gelu(approximate="none")`: the exact GELU; no spelling of its own (see `gelu_variant`)
+    OpSpec(
+        "gelu_erf",
+        "elementwise",
+        '.gelu(approximate="none")',
+        dr.floating,
+        nm.gelu_erf,
+    ),
     _method("exp", "elementwise", dr.floating, nm.exp),
     _method("sin", "elementwise", dr.floating, nm.sin),
     _method("cos", "elementwise", dr.floating, nm.cos),
     _method("log", "elementwise", dr.floating, nm.log),
     _method("sqrt", "elementwise", dr.floating, nm.sqrt),
     _method("rsqrt", "elementwise", dr.floating, nm.rsqrt),
+    _method("cosh", "elementwise", dr.floating, nm.cosh),
+    _method("sinh", "elementwise", dr.floating, nm.sinh),
+    _method("atan", "elementwise", dr.floating, nm.atan),
+    _method("erf", "elementwise", dr.floating, nm.erf),
+    _method("erfc", "elementwise", dr.floating, nm.erfc),
+    _method("log1p", "elementwise", dr.floating, nm.log1p),
+    _method("expm1", "elementwise", dr.floating, nm.expm1),
     _method("clip", "elementwise", dr.signed, nm.clip),
     _method("astype", "cast", _never),
     # element-wise functions
     _function("where", "elementwise", dr.select, nm.where),
     _function("maximum", "elementwise", dr.same, nm.maximum),
     _function("minimum", "elementwise", dr.same, nm.minimum),
+    _function("atan2", "elementwise", dr.floating, nm.atan2),
     # gathers: `take_along_axis(x, idx, axis)` (and `x[idx]`, the `index` op on a tensor)
     _function("take_along_axis", "gather", dr.same),
     # index-level scatter: `atomic_add(out, index, value)` adds into one element atomically
@@ -242,6 +264,18 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
     "concatenate": ("tensors", "axis"),
     "stack": ("tensors", "axis"),
 }
+
+
+# `.gelu(approximate=...)`: the literal picks the op (torch's spelling; Mimir's default,
+# "tanh", is the approximation `.gelu()` has always meant).
+GELU_APPROXIMATE: dict[str, str] = {"tanh": "gelu", "none": "gelu_erf"}
+
+
+def gelu_variant(approximate: object) -> OpSpec | None:
+    """The op `.gelu(approximate=approximate)` means, or None for anything but the
+    literal "none" or "tanh" (GPU036)."""
+    name = GELU_APPROXIMATE.get(approximate) if isinstance(approximate, str) else None
+    return BY_NAME[name] if name is not None else None
 
 
 def lookup(name: str) -> OpSpec:

@@ -83,6 +83,17 @@ def bitwise(spelling: str, operands: Sequence[Operand]) -> DType:
     return result
 
 
+def shift(spelling: str, operands: Sequence[Operand]) -> DType:
+    """`<<` and `>>`: integers only (NumPy refuses bool and float shifts too)."""
+    result = common(spelling, operands)
+    if not result.is_integer:
+        raise RuleError(
+            "GPU020",
+            f"shift `{spelling}` needs integer tensors, got {result}",
+        )
+    return result
+
+
 def same(spelling: str, operands: Sequence[Operand]) -> DType:
     return common(spelling, operands)
 

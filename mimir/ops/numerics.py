@@ -187,6 +187,60 @@ def gelu(a: float) -> float:
     return 0.5 * a * (1.0 + math.tanh(_GELU_C * (a + 0.044715 * a * a * a)))
 
 
+def gelu_erf(a: float) -> float:
+    """The exact GELU, `x Phi(x)` (`torch.nn.functional.gelu(approximate="none")`), as
+    `0.5 x erfc(-x / sqrt 2)`: no cancellation in `1 + erf` for negative x."""
+    if a != a or math.isinf(a):
+        return a if a > 0 or a != a else 0.0
+    return 0.5 * a * math.erfc(-a / math.sqrt(2.0))
+
+
+def _overflowing(fn, a: float, sign_of_inf: float = 1.0) -> float:
+    try:
+        return fn(a)
+    except OverflowError:
+        return math.copysign(_INF, a) if sign_of_inf < 0 else _INF
+
+
+def cosh(a: float) -> float:
+    return _overflowing(math.cosh, a)
+
+
+def sinh(a: float) -> float:
+    return _overflowing(math.sinh, a, -1.0)  # sinh(-1000) is -inf
+
+
+def expm1(a: float) -> float:
+    return _overflowing(math.expm1, a)
+
+
+def log1p(a: float) -> float:
+    # Python raises at -1 and below; IEEE (and every GPU) gives -inf and nan.
+    if a != a or a < -1:
+        return _NAN
+    if a == -1:
+        return -_INF
+    return math.log1p(a)
+
+
+def erf(a: float) -> float:
+    return math.erf(a)
+
+
+def erfc(a: float) -> float:
+    return math.erfc(a)
+
+
+def atan(a: float) -> float:
+    return math.atan(a)
+
+
+def atan2(a: float, b: float) -> float:
+    """`atan2(y, x)`: the angle of the point (x, y), IEEE's answers at zeros and infinities
+    (Python's `math.atan2` already gives them)."""
+    return math.atan2(a, b)
+
+
 def maximum(a: Number, b: Number) -> Number:
     if a != a:
         return a
@@ -213,6 +267,22 @@ def bitand(a: Number, b: Number) -> Number:
 
 def bitor(a: Number, b: Number) -> Number:
     return a | b  # type: ignore[operator]
+
+
+def bitxor(a: Number, b: Number) -> Number:
+    return a ^ b  # type: ignore[operator]
+
+
+def lshift(a: Number, b: Number) -> Number:
+    """`a << b` for a count the checker proved in 0..31: Python's exact product, which
+    `cast` wraps to int32/uint32 as the GPU's shift drops the bits shifted out."""
+    return a << b  # type: ignore[operator]
+
+
+def rshift(a: Number, b: Number) -> Number:
+    """`a >> b`: arithmetic (sign-filling) on int32, logical on uint32, as Python's `>>`
+    on the value (a uint32 is never negative)."""
+    return a >> b  # type: ignore[operator]
 
 
 def invert(a: Number) -> Number:

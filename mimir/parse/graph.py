@@ -52,6 +52,22 @@ UNARY_SYMBOLS: dict[type, str] = {ast.USub: "-", ast.Invert: "~", ast.UAdd: "+"}
 _BUILTINS = frozenset(dir(builtins))
 
 
+def is_gelu(node: ast.Call) -> bool:
+    return isinstance(node.func, ast.Attribute) and node.func.attr == "gelu"
+
+
+def gelu_call(node: ast.Call) -> ops.OpSpec | None:
+    """The op a `.gelu(...)` call means (`approximate`, positional or keyword, a literal
+    "none" or "tanh"; none given is "tanh"), or None for any other argument (GPU036)."""
+    given = [*node.args, *(kw.value for kw in node.keywords if kw.arg == "approximate")]
+    if len(given) > 1 or any(kw.arg != "approximate" for kw in node.keywords):
+        return None
+    if not given:
+        return ops.BY_NAME["gelu"]
+    literal = given[0].value if isinstance(given[0], ast.Constant) else None
+    return ops.gelu_variant(literal)
+
+
 @dataclass
 class KernelGraph:
     name: str
@@ -502,6 +518,8 @@ class _Builder:
             spec = ops.BY_METHOD.get(func.attr)
             if spec is None:
                 return self.problem("GPU030", f"unknown method `.{func.attr}()`", func)
+            if spec.name == "gelu":
+                return self._gelu(node, receiver)
             return self._call_with(spec, node, [receiver], "method")
         if isinstance(func, ast.Name) and func.id not in self.env:
             if func.id in self.info.named_results:
@@ -620,6 +638,19 @@ class _Builder:
                 return self.expr(stmt.value)
             self._statement(stmt)
         return None
+
+    def _gelu(self, node: ast.Call, receiver: int) -> int:
+        """`.gelu()` / `.gelu(approximate="none"|"tanh")`: the literal picks the op."""
+        spec = gelu_call(node)
+        if spec is None:
+            return self.problem(
+                "GPU036",
+                '`.gelu()` takes one argument, `approximate`: the literal "none" or "tanh"',
+                node,
+            )
+        return self.add(
+            "method", node, [receiver], spec=spec, n_receiver=1, n_positional=0, keywords=[]
+        )
 
     def _call_with(self, spec: ops.OpSpec, node: ast.Call, inputs: list[int], kind: str) -> int:
         variadic = spec.name in ("reshape", "transpose")

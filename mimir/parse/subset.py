@@ -210,6 +210,8 @@ def _expression_violations(
             child = child.value  # `x.relu()`: the method is called; look at its receiver
         if _is_einsum_spec(expr, child):
             continue  # the one string a kernel holds: parsed statically (`mimir.ops.einsum`)
+        if _is_gelu_literal(expr, child):
+            continue  # `.gelu(approximate="none")`: a literal that picks the op
         if isinstance(child, ast.expr):
             yield from _expression_violations(child, function_name, index_level)
         else:  # slices in older ASTs, comprehension clauses, keywords
@@ -271,6 +273,19 @@ def _expression_violation(
 
 # Tensor methods of the op table (`.T` and `.shape` are attributes, used without a call).
 _METHODS = frozenset(ops.BY_METHOD) - frozenset(ops.BY_ATTRIBUTE)
+
+
+def _is_gelu_literal(call: ast.expr, child: ast.AST) -> bool:
+    """Whether `child` is the literal string `approximate` of a `.gelu(...)` call."""
+    if not (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "gelu"
+    ):
+        return False
+    if isinstance(child, ast.keyword) and child.arg == "approximate":
+        child = child.value
+    return isinstance(child, ast.Constant) and isinstance(child.value, str)
 
 
 def _is_einsum_spec(call: ast.expr, child: ast.AST) -> bool:

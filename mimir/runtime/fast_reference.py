@@ -102,6 +102,12 @@ def _float_table() -> dict[Callable, Callable]:
         nm.sin: np.sin,
         nm.cos: np.cos,
         nm.gelu: _gelu,
+        nm.cosh: np.cosh,
+        nm.sinh: np.sinh,
+        nm.expm1: np.expm1,
+        nm.log1p: np.log1p,
+        nm.atan: np.arctan,
+        nm.atan2: np.arctan2,  # erf, erfc and the exact GELU: NumPy has no erf (the shim's)
         nm.maximum: np.maximum,
         nm.minimum: np.minimum,
         nm.clip: lambda a, lo, hi: np.minimum(np.maximum(a, lo), hi),
@@ -132,6 +138,9 @@ def _int_table() -> dict[Callable, Callable]:
         nm.relu: lambda a: np.maximum(a, 0),
         nm.bitand: np.bitwise_and,
         nm.bitor: np.bitwise_or,
+        nm.bitxor: np.bitwise_xor,
+        nm.lshift: np.left_shift,  # counts proven in 0..31: below 2^63 before the wrap
+        nm.rshift: np.right_shift,  # arithmetic on int64, as Python's
         nm.lt: np.less,
         nm.le: np.less_equal,
         nm.gt: np.greater,
@@ -147,6 +156,7 @@ def _bool_table() -> dict[Callable, Callable]:
     return {
         nm.bitand: np.logical_and,
         nm.bitor: np.logical_or,
+        nm.bitxor: np.logical_xor,
         nm.invert: np.logical_not,
         nm.eq: np.equal,
         nm.ne: np.not_equal,

@@ -26,9 +26,10 @@ INTS = ("int32", "uint32")
 # Every op of `mimir.ops.TABLE`, by name (tests/test_fuzz.py checks the two agree).
 TENSOR_OPS = (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
-    "bitand", "bitor", "lt", "le", "gt", "ge", "eq", "ne",
-    "neg", "invert", "relu", "abs", "sigmoid", "tanh", "gelu", "exp", "log", "sqrt", "rsqrt",
-    "sin", "cos", "clip", "astype", "where", "maximum", "minimum",
+    "bitand", "bitor", "bitxor", "lshift", "rshift", "lt", "le", "gt", "ge", "eq", "ne",
+    "neg", "invert", "relu", "abs", "sigmoid", "tanh", "gelu", "gelu_erf", "exp", "log", "sqrt",
+    "rsqrt", "sin", "cos", "cosh", "sinh", "atan", "erf", "erfc", "log1p", "expm1", "clip",
+    "astype", "where", "maximum", "minimum", "atan2",
     "sum", "mean", "max", "min", "cumsum", "cumprod", "softmax", "log_softmax",
     "matmul", "einsum", "reshape", "transpose", "T", "index", "shape", "zeros", "ones", "full",
     "math_sqrt", "math_exp", "math_log", "math_sin", "math_cos", "take_along_axis",
@@ -53,10 +54,13 @@ INDEX_BUGS = ("off_by_one", "unguarded_gather", "racing_write", "loop_past_end",
 
 _BINARY = {
     "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
-    "pow": "**", "bitand": "&", "bitor": "|",
+    "pow": "**", "bitand": "&", "bitor": "|", "bitxor": "^", "lshift": "<<", "rshift": ">>",
     "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=",
 }  # fmt: skip
-_FLOAT_UNARY = ("sigmoid", "tanh", "gelu", "exp", "log", "sqrt", "rsqrt", "sin", "cos")
+_FLOAT_UNARY = (
+    "sigmoid", "tanh", "gelu", "exp", "log", "sqrt", "rsqrt", "sin", "cos",
+    "cosh", "sinh", "atan", "erf", "erfc", "log1p", "expm1", "gelu_erf",
+)  # fmt: skip
 
 
 @dataclass
@@ -190,8 +194,14 @@ def _apply_op(b: _Builder, op: str, v: _Val) -> _Val:
     rank = len(v.shape)
     if op in _BINARY:
         sym = _BINARY[op]
-        if op in ("bitand", "bitor"):
+        if op in ("bitand", "bitor", "bitxor"):
             v = _numeric(b, v, ("int32", "uint32", "bool_"))
+        elif op in ("lshift", "rshift"):
+            # a literal count in 0..31: anything else must be proven (GPU037)
+            v = _numeric(b, v, INTS)
+            count = draw(st.integers(0, 31))
+            b.imports.add(v.dtype)
+            return _Val(f"{_paren(v.expr)} {sym} {count}", v.shape, v.dtype)
         elif v.dtype == "bool_":
             v = _numeric(b, v, ("int32", "float32"))
         other = _partner(b, v, v.dtype)
@@ -227,8 +237,12 @@ def _apply_op(b: _Builder, op: str, v: _Val) -> _Val:
         v = _numeric(b, v, FLOATS)
         if op in ("log", "sqrt", "rsqrt"):
             v = _Val(f"({_paren(v.expr)}.abs() + 1.0)", v.shape, v.dtype)
-        if op == "exp":
+        if op in ("exp", "cosh", "sinh", "expm1"):
             v = _Val(f"{_paren(v.expr)}.clip(-4.0, 4.0)", v.shape, v.dtype)
+        if op == "log1p":
+            v = _Val(f"{_paren(v.expr)}.abs()", v.shape, v.dtype)
+        if op == "gelu_erf":
+            return _Val(f'{_paren(v.expr)}.gelu(approximate="none")', v.shape, v.dtype)
         return _Val(f"{_paren(v.expr)}.{op}()", v.shape, v.dtype)
     if op == "astype":
         target = draw(st.sampled_from(DTYPES))
@@ -244,6 +258,11 @@ def _apply_op(b: _Builder, op: str, v: _Val) -> _Val:
         other = _partner(b, v, v.dtype)
         shape = _broadcast(v.shape, other.shape)
         return _Val(f"where({cond.expr}, {v.expr}, {other.expr})", shape, v.dtype)
+    if op == "atan2":
+        b.imports.add(op)
+        v = _numeric(b, v, FLOATS)
+        other = _partner(b, v, v.dtype)
+        return _Val(f"atan2({v.expr}, {other.expr})", _broadcast(v.shape, other.shape), v.dtype)
     if op in ("maximum", "minimum"):
         b.imports.add(op)
         if v.dtype == "bool_":

@@ -57,7 +57,7 @@ from mimir.codegen.schedule.plan import BufferSpec, Grid, Schedule
 from mimir.dims import Dim
 from mimir.dtypes import BY_NAME as DTYPES
 from mimir.dtypes import DType, bool_, default_dtype, float32, int32
-from mimir.parse.graph import BINARY_SYMBOLS
+from mimir.parse.graph import BINARY_SYMBOLS, gelu_call, is_gelu
 from mimir.parse.module import (
     MATH_CONSTANTS,
     ScalarAnnotation,
@@ -449,12 +449,16 @@ class _Lowering:
         if canonical == "program_id":
             axis = _literal_int(node.args[0])
             return _Val(self.pids[axis] if self.emit else None, "index")
-        args = [self._expr(a) for a in node.args]
+        args = [] if is_gelu(node) else [self._expr(a) for a in node.args]
         if canonical is not None:
             return self._element(ops.BY_FUNCTION[canonical], args)
         assert isinstance(node.func, ast.Attribute)
         receiver = self._expr(node.func.value)
         spec = ops.BY_METHOD[node.func.attr]
+        if spec.name == "gelu":
+            variant = gelu_call(node)  # the checker refused anything else
+            assert variant is not None
+            return self._element(variant, [receiver])
         if spec.kind == "cast":
             target = args[0].dtype
             assert isinstance(target, DType)
