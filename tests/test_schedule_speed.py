@@ -1552,3 +1552,25 @@ def test_a_returned_softmax_of_scores_is_one_launch_that_never_stores_them(
     files = _compile("probabilities", "block_probabilities", "wgsl")
     (kernel,) = json.loads(files["block_probabilities.manifest.json"])["kernels"]
     assert {g["guard"] for g in kernel["guards_removed"]} == {"row < R", "key < R", "k < 32"}
+
+
+def _kernel_files(stem: str, function: str) -> list[str]:
+    """The kinds of the launches of `function` in tests/kernels/`stem`.py, in order."""
+    manifest = json.loads(_compile(stem, function, "ptx")[f"{function}.manifest.json"])
+    return [k["file"].split("_", len(function.split("_")) + 1)[-1] for k in manifest["kernels"]]
+
+
+def test_einsum_contractions_plan_as_their_products() -> None:
+    """An `einsum` that is a product plans exactly as `@` does (tests/kernels/cliffs.py):
+    attention written `einsum("td,sd->ts", q, k)` and `einsum("ts,sd->td", p, v)`, batched
+    or not, is the one `attention` launch that never stores the scores (the einsum's own
+    check node reads its operands but computes nothing, so it is no reader), and a linear
+    layer `einsum("nk,mk->nm", x, w)` one matmul with its epilogue."""
+    for matmul, einsum in (
+        ("attention_matmul", "attention_einsum"),
+        ("batched_attention_matmul", "batched_attention_einsum"),
+    ):
+        assert _kernel_files("cliffs", matmul) == _kernel_files("cliffs", einsum)
+        assert _kernel_files("cliffs", einsum) == ["attention.ptx"]
+    assert _kernel_files("cliffs", "linear_einsum") == _kernel_files("cliffs", "linear_matmul")
+    assert _kernel_files("cliffs", "linear_einsum") == ["matmul.ptx"]

@@ -40,6 +40,7 @@ imports this package, never the other way round.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from mimir.codegen.schedule import attention, inplace, launches, limits, merge, narrow
@@ -82,6 +83,24 @@ PASSES: tuple[tuple[str, Pass], ...] = (
 )
 
 
+# Nodes that only check a call (an `einsum`'s spec, an inlined function's arguments) and
+# compute nothing: they read the operands, so the scheduler would count them as readers,
+# and `einsum("ts,sd->td", p, v)` would not fuse where `p @ v` does.
+CHECK_ONLY = ("einsum", "bind")
+
+
+def computing(kernel: Any) -> Any:
+    """`kernel` (a `CheckedKernel`) with the check-only nodes (`CHECK_ONLY`) left out of its
+    graph: the graph the scheduler and the builders read, where every node computes."""
+    graph = kernel.graph.graph
+    checks = [n for n, kind in graph.nodes(data="kind") if kind in CHECK_ONLY]
+    if not checks:
+        return kernel
+    pruned = graph.copy()
+    pruned.remove_nodes_from(checks)
+    return replace(kernel, graph=replace(kernel.graph, graph=pruned))
+
+
 def schedule(
     kernel: Any, one_launch: bool = False, vector_views: bool = False, tagged: bool = False
 ) -> Schedule:
@@ -90,6 +109,7 @@ def schedule(
     reduction is one launch (module docstring): a device-scope fence, or with `tagged`
     values published in tagged atomic words (`ir.Publish`; WGSL). `vector_views`: the
     target may read one buffer 4 wide and one element at a time (`Backend.vector_views`)."""
+    kernel = computing(kernel)
     declared = {d.name: d for d in kernel_dims(kernel)}
     target = Target(one_launch=one_launch, tagged=tagged, vector_views=vector_views)
     st = State(kernel, Evaluator(kernel), target, declared)

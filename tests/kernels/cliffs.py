@@ -1,0 +1,53 @@
+"""Fusion cliffs: each computation in two spellings that must plan the same launches."""
+
+from mimir.array import Dim, Tensor, einsum, float32, gpu
+
+T = Dim("T")
+D = Dim("D", max=128)  # a head dim: the attention path holds a row of v
+N = Dim("N")
+K = Dim("K")
+M = Dim("M")
+B = Dim("B", max=8)
+H = Dim("H", max=4)
+
+
+@gpu
+def attention_matmul(
+    q: Tensor[float32, T, D], k: Tensor[float32, T, D], v: Tensor[float32, T, D], scale: float
+) -> Tensor[float32, T, D]:
+    p = ((q @ k.T) * scale).softmax()
+    return p @ v
+
+
+@gpu
+def attention_einsum(
+    q: Tensor[float32, T, D], k: Tensor[float32, T, D], v: Tensor[float32, T, D], scale: float
+) -> Tensor[float32, T, D]:
+    p = (einsum("td,sd->ts", q, k) * scale).softmax()
+    return einsum("ts,sd->td", p, v)
+
+
+@gpu
+def batched_attention_matmul(
+    q: Tensor[float32, B, H, T, D], k: Tensor[float32, B, H, T, D], v: Tensor[float32, B, H, T, D]
+) -> Tensor[float32, B, H, T, D]:
+    p = (q @ k.transpose(0, 1, 3, 2) * 0.125).softmax(axis=-1)
+    return p @ v
+
+
+@gpu
+def batched_attention_einsum(
+    q: Tensor[float32, B, H, T, D], k: Tensor[float32, B, H, T, D], v: Tensor[float32, B, H, T, D]
+) -> Tensor[float32, B, H, T, D]:
+    p = (einsum("bhtd,bhsd->bhts", q, k) * 0.125).softmax(axis=-1)
+    return einsum("bhts,bhsd->bhtd", p, v)
+
+
+@gpu
+def linear_matmul(x: Tensor[float32, N, K], w: Tensor[float32, M, K]) -> Tensor[float32, N, M]:
+    return (x @ w.T).relu()
+
+
+@gpu
+def linear_einsum(x: Tensor[float32, N, K], w: Tensor[float32, M, K]) -> Tensor[float32, N, M]:
+    return einsum("nk,mk->nm", x, w).relu()
