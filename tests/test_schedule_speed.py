@@ -1574,3 +1574,17 @@ def test_einsum_contractions_plan_as_their_products() -> None:
         assert _kernel_files("cliffs", einsum) == ["attention.ptx"]
     assert _kernel_files("cliffs", "linear_einsum") == _kernel_files("cliffs", "linear_matmul")
     assert _kernel_files("cliffs", "linear_einsum") == ["matmul.ptx"]
+
+
+def test_any_element_wise_epilogue_of_a_product_fuses() -> None:
+    """An epilogue that reads the product more than once (leaky ReLU as `where(y > 0, y,
+    0.01 * y)` or `maximum(y, 0.01 * y)`, GELU written out) is computed from the
+    accumulators where the ops meet again (`launches._joined`), as `.relu()` and
+    `.gelu()` are: one matmul launch and no M x N scratch, not a matmul and an
+    element-wise launch (tests/kernels/cliffs.py)."""
+    for function in ("relu_epilogue", "leaky_relu_where", "leaky_relu_maximum", "gelu_method"):
+        assert _kernel_files("cliffs", function) == ["matmul.ptx"], function
+    assert _kernel_files("cliffs", "gelu_written") == ["matmul.ptx"]
+    files = _compile("cliffs", "leaky_relu_where", "ptx")
+    manifest = json.loads(files["leaky_relu_where.manifest.json"])
+    assert all(b["role"] != "scratch" for b in manifest["buffers"])

@@ -1,6 +1,6 @@
 """Fusion cliffs: each computation in two spellings that must plan the same launches."""
 
-from mimir.array import Dim, Tensor, einsum, float32, gpu
+from mimir.array import Dim, Tensor, einsum, float32, gpu, maximum, where
 
 T = Dim("T")
 D = Dim("D", max=128)  # a head dim: the attention path holds a row of v
@@ -51,3 +51,31 @@ def linear_matmul(x: Tensor[float32, N, K], w: Tensor[float32, M, K]) -> Tensor[
 @gpu
 def linear_einsum(x: Tensor[float32, N, K], w: Tensor[float32, M, K]) -> Tensor[float32, N, M]:
     return einsum("nk,mk->nm", x, w).relu()
+
+
+@gpu
+def relu_epilogue(a: Tensor[float32, N, K], b: Tensor[float32, K, M]) -> Tensor[float32, N, M]:
+    return (a @ b).relu()
+
+
+@gpu
+def leaky_relu_where(a: Tensor[float32, N, K], b: Tensor[float32, K, M]) -> Tensor[float32, N, M]:
+    y = a @ b
+    return where(y > 0, y, 0.01 * y)
+
+
+@gpu
+def leaky_relu_maximum(a: Tensor[float32, N, K], b: Tensor[float32, K, M]) -> Tensor[float32, N, M]:
+    y = a @ b
+    return maximum(y, 0.01 * y)
+
+
+@gpu
+def gelu_method(a: Tensor[float32, N, K], b: Tensor[float32, K, M]) -> Tensor[float32, N, M]:
+    return (a @ b).gelu()
+
+
+@gpu
+def gelu_written(a: Tensor[float32, N, K], b: Tensor[float32, K, M]) -> Tensor[float32, N, M]:
+    y = a @ b
+    return 0.5 * y * (1.0 + (0.7978845608 * (y + 0.044715 * y * y * y)).tanh())

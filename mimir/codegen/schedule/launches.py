@@ -86,6 +86,14 @@ def fuse_epilogues(st: State) -> State:
         cur = r
         while cur not in output_nodes:
             users = set(readers.get(cur, []))
+            if len(users) > 1:  # `where(y > 0, y, 0.01 * y)`: read again where they meet
+                joined = _joined(ev, kg, readers, cur, claimed, output_nodes)
+                if joined is None:
+                    break
+                sink, region = joined
+                claimed |= region
+                cur = sink
+                continue
             if len(users) != 1:
                 break
             (c,) = users
@@ -101,6 +109,48 @@ def fuse_epilogues(st: State) -> State:
             cur = c
         epilogue[r] = cur
     return replace(st, epilogue=epilogue)
+
+
+# the most ops `_joined` takes into one epilogue before it gives up
+JOINED_OPS = 64
+
+
+def _joined(
+    ev: Evaluator,
+    kg: KernelGraph,
+    readers: dict[int, list[int]],
+    cur: int,
+    taken: set[int],
+    outputs: set[int],
+) -> tuple[int, set[int]] | None:
+    """Where the several readers of epilogue value `cur` join again: (the node, the ops
+    after `cur` up to it) when some element-wise ops of `cur`'s shape, read by nothing
+    else, lead from `cur` to that one node alone (`where(y > 0, y, 0.01 * y)`,
+    `maximum(y, 0.01 * y)`, a GELU written out), so it is computed from `cur` at each
+    position; None where another launch or an output reads an op in between."""
+    key = [sz.key(s) for s in ev.shape(cur)]
+    region = {cur}
+    while len(region) <= JOINED_OPS:
+        more = {u for n in region for u in readers.get(n, []) if u not in region}
+        add = {
+            u
+            for u in more
+            if u not in taken
+            and op_kind(kg, u) in FUSIBLE
+            and [sz.key(s) for s in ev.shape(u)] == key
+        }
+        if not add:
+            return None
+        region |= add
+        open_ = [
+            n for n in region if n in outputs or any(u not in region for u in readers.get(n, []))
+        ]
+        if len(open_) == 1 and open_[0] != cur:
+            (sink,) = open_
+            return sink, region - {cur}
+        if cur in open_:  # read by another launch: stored whatever follows
+            return None
+    return None
 
 
 def allocate_buffers(st: State) -> State:

@@ -225,25 +225,25 @@ kernel void gated_hidden_0_matmul(
     }
     const uint bi176 = bk165 * u.H + bn166;
     if ((bk165 < u.D) && bok167) {
-        b_tile[t3] = w_gate[bi176];
+        b_tile[t3] = w_up[bi176];
     } else {
         b_tile[t3] = 0.0f;
     }
     const uint kb178 = bk165 + 2u;
     if ((kb178 < u.D) && bok167) {
-        b_tile[t3 + 256u] = w_gate[bi176 + bs168];
+        b_tile[t3 + 256u] = w_up[bi176 + bs168];
     } else {
         b_tile[t3 + 256u] = 0.0f;
     }
     const uint kb180 = bk165 + 4u;
     if ((kb180 < u.D) && bok167) {
-        b_tile[t3 + 512u] = w_gate[bi176 + bs169];
+        b_tile[t3 + 512u] = w_up[bi176 + bs169];
     } else {
         b_tile[t3 + 512u] = 0.0f;
     }
     const uint kb182 = bk165 + 6u;
     if ((kb182 < u.D) && bok167) {
-        b_tile[t3 + 768u] = w_gate[bi176 + bs170];
+        b_tile[t3 + 768u] = w_up[bi176 + bs170];
     } else {
         b_tile[t3 + 768u] = 0.0f;
     }
@@ -282,25 +282,25 @@ kernel void gated_hidden_0_matmul(
             const uint sb198 = nxt188 + t3;
             const uint bi199 = kb197 * u.H + bn166;
             if ((kb197 < u.D) && bok167) {
-                b_tile[sb198] = w_gate[bi199];
+                b_tile[sb198] = w_up[bi199];
             } else {
                 b_tile[sb198] = 0.0f;
             }
             const uint kb201 = kb197 + 2u;
             if ((kb201 < u.D) && bok167) {
-                b_tile[sb198 + 256u] = w_gate[bi199 + bs168];
+                b_tile[sb198 + 256u] = w_up[bi199 + bs168];
             } else {
                 b_tile[sb198 + 256u] = 0.0f;
             }
             const uint kb203 = kb197 + 4u;
             if ((kb203 < u.D) && bok167) {
-                b_tile[sb198 + 512u] = w_gate[bi199 + bs169];
+                b_tile[sb198 + 512u] = w_up[bi199 + bs169];
             } else {
                 b_tile[sb198 + 512u] = 0.0f;
             }
             const uint kb205 = kb197 + 6u;
             if ((kb205 < u.D) && bok167) {
-                b_tile[sb198 + 768u] = w_gate[bi199 + bs170];
+                b_tile[sb198 + 768u] = w_up[bi199 + bs170];
             } else {
                 b_tile[sb198 + 768u] = 0.0f;
             }
@@ -972,25 +972,25 @@ kernel void gated_hidden_0_matmul(
     }
     const uint bi342 = bk165 * u.H + bn166;
     if ((bk165 < u.D) && bok167) {
-        b_tile[t3] = w_up[bi342];
+        b_tile[t3] = w_gate[bi342];
     } else {
         b_tile[t3] = 0.0f;
     }
     const uint kb344 = bk165 + 2u;
     if ((kb344 < u.D) && bok167) {
-        b_tile[t3 + 256u] = w_up[bi342 + bs168];
+        b_tile[t3 + 256u] = w_gate[bi342 + bs168];
     } else {
         b_tile[t3 + 256u] = 0.0f;
     }
     const uint kb346 = bk165 + 4u;
     if ((kb346 < u.D) && bok167) {
-        b_tile[t3 + 512u] = w_up[bi342 + bs169];
+        b_tile[t3 + 512u] = w_gate[bi342 + bs169];
     } else {
         b_tile[t3 + 512u] = 0.0f;
     }
     const uint kb348 = bk165 + 6u;
     if ((kb348 < u.D) && bok167) {
-        b_tile[t3 + 768u] = w_up[bi342 + bs170];
+        b_tile[t3 + 768u] = w_gate[bi342 + bs170];
     } else {
         b_tile[t3 + 768u] = 0.0f;
     }
@@ -1029,25 +1029,25 @@ kernel void gated_hidden_0_matmul(
             const uint sb364 = nxt354 + t3;
             const uint bi365 = kb363 * u.H + bn166;
             if ((kb363 < u.D) && bok167) {
-                b_tile[sb364] = w_up[bi365];
+                b_tile[sb364] = w_gate[bi365];
             } else {
                 b_tile[sb364] = 0.0f;
             }
             const uint kb367 = kb363 + 2u;
             if ((kb367 < u.D) && bok167) {
-                b_tile[sb364 + 256u] = w_up[bi365 + bs168];
+                b_tile[sb364 + 256u] = w_gate[bi365 + bs168];
             } else {
                 b_tile[sb364 + 256u] = 0.0f;
             }
             const uint kb369 = kb363 + 4u;
             if ((kb369 < u.D) && bok167) {
-                b_tile[sb364 + 512u] = w_up[bi365 + bs169];
+                b_tile[sb364 + 512u] = w_gate[bi365 + bs169];
             } else {
                 b_tile[sb364 + 512u] = 0.0f;
             }
             const uint kb371 = kb363 + 6u;
             if ((kb371 < u.D) && bok167) {
-                b_tile[sb364 + 768u] = w_up[bi365 + bs170];
+                b_tile[sb364 + 768u] = w_gate[bi365 + bs170];
             } else {
                 b_tile[sb364 + 768u] = 0.0f;
             }
@@ -1698,450 +1698,450 @@ kernel void gated_hidden_0_matmul(
     }
     if ((row6 < u.N) && (col14 < u.H)) {
         const uint i503 = row6 * u.H + col14;
-        const float v504 = mimir_sigmoid(acc22);
-        const float v505 = acc22 * v504;
-        const float v506 = v505 * acc86;
+        const float v504 = mimir_sigmoid(acc86);
+        const float v505 = acc86 * v504;
+        const float v506 = v505 * acc22;
         out[i503] = v506;
     }
     if ((row6 < u.N) && (col15 < u.H)) {
         const uint i507 = row6 * u.H + col15;
-        const float v508 = mimir_sigmoid(acc23);
-        const float v509 = acc23 * v508;
-        const float v510 = v509 * acc87;
+        const float v508 = mimir_sigmoid(acc87);
+        const float v509 = acc87 * v508;
+        const float v510 = v509 * acc23;
         out[i507] = v510;
     }
     if ((row6 < u.N) && (col16 < u.H)) {
         const uint i511 = row6 * u.H + col16;
-        const float v512 = mimir_sigmoid(acc24);
-        const float v513 = acc24 * v512;
-        const float v514 = v513 * acc88;
+        const float v512 = mimir_sigmoid(acc88);
+        const float v513 = acc88 * v512;
+        const float v514 = v513 * acc24;
         out[i511] = v514;
     }
     if ((row6 < u.N) && (col17 < u.H)) {
         const uint i515 = row6 * u.H + col17;
-        const float v516 = mimir_sigmoid(acc25);
-        const float v517 = acc25 * v516;
-        const float v518 = v517 * acc89;
+        const float v516 = mimir_sigmoid(acc89);
+        const float v517 = acc89 * v516;
+        const float v518 = v517 * acc25;
         out[i515] = v518;
     }
     if ((row6 < u.N) && (col18 < u.H)) {
         const uint i519 = row6 * u.H + col18;
-        const float v520 = mimir_sigmoid(acc26);
-        const float v521 = acc26 * v520;
-        const float v522 = v521 * acc90;
+        const float v520 = mimir_sigmoid(acc90);
+        const float v521 = acc90 * v520;
+        const float v522 = v521 * acc26;
         out[i519] = v522;
     }
     if ((row6 < u.N) && (col19 < u.H)) {
         const uint i523 = row6 * u.H + col19;
-        const float v524 = mimir_sigmoid(acc27);
-        const float v525 = acc27 * v524;
-        const float v526 = v525 * acc91;
+        const float v524 = mimir_sigmoid(acc91);
+        const float v525 = acc91 * v524;
+        const float v526 = v525 * acc27;
         out[i523] = v526;
     }
     if ((row6 < u.N) && (col20 < u.H)) {
         const uint i527 = row6 * u.H + col20;
-        const float v528 = mimir_sigmoid(acc28);
-        const float v529 = acc28 * v528;
-        const float v530 = v529 * acc92;
+        const float v528 = mimir_sigmoid(acc92);
+        const float v529 = acc92 * v528;
+        const float v530 = v529 * acc28;
         out[i527] = v530;
     }
     if ((row6 < u.N) && (col21 < u.H)) {
         const uint i531 = row6 * u.H + col21;
-        const float v532 = mimir_sigmoid(acc29);
-        const float v533 = acc29 * v532;
-        const float v534 = v533 * acc93;
+        const float v532 = mimir_sigmoid(acc93);
+        const float v533 = acc93 * v532;
+        const float v534 = v533 * acc29;
         out[i531] = v534;
     }
     if ((row7 < u.N) && (col14 < u.H)) {
         const uint i535 = row7 * u.H + col14;
-        const float v536 = mimir_sigmoid(acc30);
-        const float v537 = acc30 * v536;
-        const float v538 = v537 * acc94;
+        const float v536 = mimir_sigmoid(acc94);
+        const float v537 = acc94 * v536;
+        const float v538 = v537 * acc30;
         out[i535] = v538;
     }
     if ((row7 < u.N) && (col15 < u.H)) {
         const uint i539 = row7 * u.H + col15;
-        const float v540 = mimir_sigmoid(acc31);
-        const float v541 = acc31 * v540;
-        const float v542 = v541 * acc95;
+        const float v540 = mimir_sigmoid(acc95);
+        const float v541 = acc95 * v540;
+        const float v542 = v541 * acc31;
         out[i539] = v542;
     }
     if ((row7 < u.N) && (col16 < u.H)) {
         const uint i543 = row7 * u.H + col16;
-        const float v544 = mimir_sigmoid(acc32);
-        const float v545 = acc32 * v544;
-        const float v546 = v545 * acc96;
+        const float v544 = mimir_sigmoid(acc96);
+        const float v545 = acc96 * v544;
+        const float v546 = v545 * acc32;
         out[i543] = v546;
     }
     if ((row7 < u.N) && (col17 < u.H)) {
         const uint i547 = row7 * u.H + col17;
-        const float v548 = mimir_sigmoid(acc33);
-        const float v549 = acc33 * v548;
-        const float v550 = v549 * acc97;
+        const float v548 = mimir_sigmoid(acc97);
+        const float v549 = acc97 * v548;
+        const float v550 = v549 * acc33;
         out[i547] = v550;
     }
     if ((row7 < u.N) && (col18 < u.H)) {
         const uint i551 = row7 * u.H + col18;
-        const float v552 = mimir_sigmoid(acc34);
-        const float v553 = acc34 * v552;
-        const float v554 = v553 * acc98;
+        const float v552 = mimir_sigmoid(acc98);
+        const float v553 = acc98 * v552;
+        const float v554 = v553 * acc34;
         out[i551] = v554;
     }
     if ((row7 < u.N) && (col19 < u.H)) {
         const uint i555 = row7 * u.H + col19;
-        const float v556 = mimir_sigmoid(acc35);
-        const float v557 = acc35 * v556;
-        const float v558 = v557 * acc99;
+        const float v556 = mimir_sigmoid(acc99);
+        const float v557 = acc99 * v556;
+        const float v558 = v557 * acc35;
         out[i555] = v558;
     }
     if ((row7 < u.N) && (col20 < u.H)) {
         const uint i559 = row7 * u.H + col20;
-        const float v560 = mimir_sigmoid(acc36);
-        const float v561 = acc36 * v560;
-        const float v562 = v561 * acc100;
+        const float v560 = mimir_sigmoid(acc100);
+        const float v561 = acc100 * v560;
+        const float v562 = v561 * acc36;
         out[i559] = v562;
     }
     if ((row7 < u.N) && (col21 < u.H)) {
         const uint i563 = row7 * u.H + col21;
-        const float v564 = mimir_sigmoid(acc37);
-        const float v565 = acc37 * v564;
-        const float v566 = v565 * acc101;
+        const float v564 = mimir_sigmoid(acc101);
+        const float v565 = acc101 * v564;
+        const float v566 = v565 * acc37;
         out[i563] = v566;
     }
     if ((row8 < u.N) && (col14 < u.H)) {
         const uint i567 = row8 * u.H + col14;
-        const float v568 = mimir_sigmoid(acc38);
-        const float v569 = acc38 * v568;
-        const float v570 = v569 * acc102;
+        const float v568 = mimir_sigmoid(acc102);
+        const float v569 = acc102 * v568;
+        const float v570 = v569 * acc38;
         out[i567] = v570;
     }
     if ((row8 < u.N) && (col15 < u.H)) {
         const uint i571 = row8 * u.H + col15;
-        const float v572 = mimir_sigmoid(acc39);
-        const float v573 = acc39 * v572;
-        const float v574 = v573 * acc103;
+        const float v572 = mimir_sigmoid(acc103);
+        const float v573 = acc103 * v572;
+        const float v574 = v573 * acc39;
         out[i571] = v574;
     }
     if ((row8 < u.N) && (col16 < u.H)) {
         const uint i575 = row8 * u.H + col16;
-        const float v576 = mimir_sigmoid(acc40);
-        const float v577 = acc40 * v576;
-        const float v578 = v577 * acc104;
+        const float v576 = mimir_sigmoid(acc104);
+        const float v577 = acc104 * v576;
+        const float v578 = v577 * acc40;
         out[i575] = v578;
     }
     if ((row8 < u.N) && (col17 < u.H)) {
         const uint i579 = row8 * u.H + col17;
-        const float v580 = mimir_sigmoid(acc41);
-        const float v581 = acc41 * v580;
-        const float v582 = v581 * acc105;
+        const float v580 = mimir_sigmoid(acc105);
+        const float v581 = acc105 * v580;
+        const float v582 = v581 * acc41;
         out[i579] = v582;
     }
     if ((row8 < u.N) && (col18 < u.H)) {
         const uint i583 = row8 * u.H + col18;
-        const float v584 = mimir_sigmoid(acc42);
-        const float v585 = acc42 * v584;
-        const float v586 = v585 * acc106;
+        const float v584 = mimir_sigmoid(acc106);
+        const float v585 = acc106 * v584;
+        const float v586 = v585 * acc42;
         out[i583] = v586;
     }
     if ((row8 < u.N) && (col19 < u.H)) {
         const uint i587 = row8 * u.H + col19;
-        const float v588 = mimir_sigmoid(acc43);
-        const float v589 = acc43 * v588;
-        const float v590 = v589 * acc107;
+        const float v588 = mimir_sigmoid(acc107);
+        const float v589 = acc107 * v588;
+        const float v590 = v589 * acc43;
         out[i587] = v590;
     }
     if ((row8 < u.N) && (col20 < u.H)) {
         const uint i591 = row8 * u.H + col20;
-        const float v592 = mimir_sigmoid(acc44);
-        const float v593 = acc44 * v592;
-        const float v594 = v593 * acc108;
+        const float v592 = mimir_sigmoid(acc108);
+        const float v593 = acc108 * v592;
+        const float v594 = v593 * acc44;
         out[i591] = v594;
     }
     if ((row8 < u.N) && (col21 < u.H)) {
         const uint i595 = row8 * u.H + col21;
-        const float v596 = mimir_sigmoid(acc45);
-        const float v597 = acc45 * v596;
-        const float v598 = v597 * acc109;
+        const float v596 = mimir_sigmoid(acc109);
+        const float v597 = acc109 * v596;
+        const float v598 = v597 * acc45;
         out[i595] = v598;
     }
     if ((row9 < u.N) && (col14 < u.H)) {
         const uint i599 = row9 * u.H + col14;
-        const float v600 = mimir_sigmoid(acc46);
-        const float v601 = acc46 * v600;
-        const float v602 = v601 * acc110;
+        const float v600 = mimir_sigmoid(acc110);
+        const float v601 = acc110 * v600;
+        const float v602 = v601 * acc46;
         out[i599] = v602;
     }
     if ((row9 < u.N) && (col15 < u.H)) {
         const uint i603 = row9 * u.H + col15;
-        const float v604 = mimir_sigmoid(acc47);
-        const float v605 = acc47 * v604;
-        const float v606 = v605 * acc111;
+        const float v604 = mimir_sigmoid(acc111);
+        const float v605 = acc111 * v604;
+        const float v606 = v605 * acc47;
         out[i603] = v606;
     }
     if ((row9 < u.N) && (col16 < u.H)) {
         const uint i607 = row9 * u.H + col16;
-        const float v608 = mimir_sigmoid(acc48);
-        const float v609 = acc48 * v608;
-        const float v610 = v609 * acc112;
+        const float v608 = mimir_sigmoid(acc112);
+        const float v609 = acc112 * v608;
+        const float v610 = v609 * acc48;
         out[i607] = v610;
     }
     if ((row9 < u.N) && (col17 < u.H)) {
         const uint i611 = row9 * u.H + col17;
-        const float v612 = mimir_sigmoid(acc49);
-        const float v613 = acc49 * v612;
-        const float v614 = v613 * acc113;
+        const float v612 = mimir_sigmoid(acc113);
+        const float v613 = acc113 * v612;
+        const float v614 = v613 * acc49;
         out[i611] = v614;
     }
     if ((row9 < u.N) && (col18 < u.H)) {
         const uint i615 = row9 * u.H + col18;
-        const float v616 = mimir_sigmoid(acc50);
-        const float v617 = acc50 * v616;
-        const float v618 = v617 * acc114;
+        const float v616 = mimir_sigmoid(acc114);
+        const float v617 = acc114 * v616;
+        const float v618 = v617 * acc50;
         out[i615] = v618;
     }
     if ((row9 < u.N) && (col19 < u.H)) {
         const uint i619 = row9 * u.H + col19;
-        const float v620 = mimir_sigmoid(acc51);
-        const float v621 = acc51 * v620;
-        const float v622 = v621 * acc115;
+        const float v620 = mimir_sigmoid(acc115);
+        const float v621 = acc115 * v620;
+        const float v622 = v621 * acc51;
         out[i619] = v622;
     }
     if ((row9 < u.N) && (col20 < u.H)) {
         const uint i623 = row9 * u.H + col20;
-        const float v624 = mimir_sigmoid(acc52);
-        const float v625 = acc52 * v624;
-        const float v626 = v625 * acc116;
+        const float v624 = mimir_sigmoid(acc116);
+        const float v625 = acc116 * v624;
+        const float v626 = v625 * acc52;
         out[i623] = v626;
     }
     if ((row9 < u.N) && (col21 < u.H)) {
         const uint i627 = row9 * u.H + col21;
-        const float v628 = mimir_sigmoid(acc53);
-        const float v629 = acc53 * v628;
-        const float v630 = v629 * acc117;
+        const float v628 = mimir_sigmoid(acc117);
+        const float v629 = acc117 * v628;
+        const float v630 = v629 * acc53;
         out[i627] = v630;
     }
     if ((row10 < u.N) && (col14 < u.H)) {
         const uint i631 = row10 * u.H + col14;
-        const float v632 = mimir_sigmoid(acc54);
-        const float v633 = acc54 * v632;
-        const float v634 = v633 * acc118;
+        const float v632 = mimir_sigmoid(acc118);
+        const float v633 = acc118 * v632;
+        const float v634 = v633 * acc54;
         out[i631] = v634;
     }
     if ((row10 < u.N) && (col15 < u.H)) {
         const uint i635 = row10 * u.H + col15;
-        const float v636 = mimir_sigmoid(acc55);
-        const float v637 = acc55 * v636;
-        const float v638 = v637 * acc119;
+        const float v636 = mimir_sigmoid(acc119);
+        const float v637 = acc119 * v636;
+        const float v638 = v637 * acc55;
         out[i635] = v638;
     }
     if ((row10 < u.N) && (col16 < u.H)) {
         const uint i639 = row10 * u.H + col16;
-        const float v640 = mimir_sigmoid(acc56);
-        const float v641 = acc56 * v640;
-        const float v642 = v641 * acc120;
+        const float v640 = mimir_sigmoid(acc120);
+        const float v641 = acc120 * v640;
+        const float v642 = v641 * acc56;
         out[i639] = v642;
     }
     if ((row10 < u.N) && (col17 < u.H)) {
         const uint i643 = row10 * u.H + col17;
-        const float v644 = mimir_sigmoid(acc57);
-        const float v645 = acc57 * v644;
-        const float v646 = v645 * acc121;
+        const float v644 = mimir_sigmoid(acc121);
+        const float v645 = acc121 * v644;
+        const float v646 = v645 * acc57;
         out[i643] = v646;
     }
     if ((row10 < u.N) && (col18 < u.H)) {
         const uint i647 = row10 * u.H + col18;
-        const float v648 = mimir_sigmoid(acc58);
-        const float v649 = acc58 * v648;
-        const float v650 = v649 * acc122;
+        const float v648 = mimir_sigmoid(acc122);
+        const float v649 = acc122 * v648;
+        const float v650 = v649 * acc58;
         out[i647] = v650;
     }
     if ((row10 < u.N) && (col19 < u.H)) {
         const uint i651 = row10 * u.H + col19;
-        const float v652 = mimir_sigmoid(acc59);
-        const float v653 = acc59 * v652;
-        const float v654 = v653 * acc123;
+        const float v652 = mimir_sigmoid(acc123);
+        const float v653 = acc123 * v652;
+        const float v654 = v653 * acc59;
         out[i651] = v654;
     }
     if ((row10 < u.N) && (col20 < u.H)) {
         const uint i655 = row10 * u.H + col20;
-        const float v656 = mimir_sigmoid(acc60);
-        const float v657 = acc60 * v656;
-        const float v658 = v657 * acc124;
+        const float v656 = mimir_sigmoid(acc124);
+        const float v657 = acc124 * v656;
+        const float v658 = v657 * acc60;
         out[i655] = v658;
     }
     if ((row10 < u.N) && (col21 < u.H)) {
         const uint i659 = row10 * u.H + col21;
-        const float v660 = mimir_sigmoid(acc61);
-        const float v661 = acc61 * v660;
-        const float v662 = v661 * acc125;
+        const float v660 = mimir_sigmoid(acc125);
+        const float v661 = acc125 * v660;
+        const float v662 = v661 * acc61;
         out[i659] = v662;
     }
     if ((row11 < u.N) && (col14 < u.H)) {
         const uint i663 = row11 * u.H + col14;
-        const float v664 = mimir_sigmoid(acc62);
-        const float v665 = acc62 * v664;
-        const float v666 = v665 * acc126;
+        const float v664 = mimir_sigmoid(acc126);
+        const float v665 = acc126 * v664;
+        const float v666 = v665 * acc62;
         out[i663] = v666;
     }
     if ((row11 < u.N) && (col15 < u.H)) {
         const uint i667 = row11 * u.H + col15;
-        const float v668 = mimir_sigmoid(acc63);
-        const float v669 = acc63 * v668;
-        const float v670 = v669 * acc127;
+        const float v668 = mimir_sigmoid(acc127);
+        const float v669 = acc127 * v668;
+        const float v670 = v669 * acc63;
         out[i667] = v670;
     }
     if ((row11 < u.N) && (col16 < u.H)) {
         const uint i671 = row11 * u.H + col16;
-        const float v672 = mimir_sigmoid(acc64);
-        const float v673 = acc64 * v672;
-        const float v674 = v673 * acc128;
+        const float v672 = mimir_sigmoid(acc128);
+        const float v673 = acc128 * v672;
+        const float v674 = v673 * acc64;
         out[i671] = v674;
     }
     if ((row11 < u.N) && (col17 < u.H)) {
         const uint i675 = row11 * u.H + col17;
-        const float v676 = mimir_sigmoid(acc65);
-        const float v677 = acc65 * v676;
-        const float v678 = v677 * acc129;
+        const float v676 = mimir_sigmoid(acc129);
+        const float v677 = acc129 * v676;
+        const float v678 = v677 * acc65;
         out[i675] = v678;
     }
     if ((row11 < u.N) && (col18 < u.H)) {
         const uint i679 = row11 * u.H + col18;
-        const float v680 = mimir_sigmoid(acc66);
-        const float v681 = acc66 * v680;
-        const float v682 = v681 * acc130;
+        const float v680 = mimir_sigmoid(acc130);
+        const float v681 = acc130 * v680;
+        const float v682 = v681 * acc66;
         out[i679] = v682;
     }
     if ((row11 < u.N) && (col19 < u.H)) {
         const uint i683 = row11 * u.H + col19;
-        const float v684 = mimir_sigmoid(acc67);
-        const float v685 = acc67 * v684;
-        const float v686 = v685 * acc131;
+        const float v684 = mimir_sigmoid(acc131);
+        const float v685 = acc131 * v684;
+        const float v686 = v685 * acc67;
         out[i683] = v686;
     }
     if ((row11 < u.N) && (col20 < u.H)) {
         const uint i687 = row11 * u.H + col20;
-        const float v688 = mimir_sigmoid(acc68);
-        const float v689 = acc68 * v688;
-        const float v690 = v689 * acc132;
+        const float v688 = mimir_sigmoid(acc132);
+        const float v689 = acc132 * v688;
+        const float v690 = v689 * acc68;
         out[i687] = v690;
     }
     if ((row11 < u.N) && (col21 < u.H)) {
         const uint i691 = row11 * u.H + col21;
-        const float v692 = mimir_sigmoid(acc69);
-        const float v693 = acc69 * v692;
-        const float v694 = v693 * acc133;
+        const float v692 = mimir_sigmoid(acc133);
+        const float v693 = acc133 * v692;
+        const float v694 = v693 * acc69;
         out[i691] = v694;
     }
     if ((row12 < u.N) && (col14 < u.H)) {
         const uint i695 = row12 * u.H + col14;
-        const float v696 = mimir_sigmoid(acc70);
-        const float v697 = acc70 * v696;
-        const float v698 = v697 * acc134;
+        const float v696 = mimir_sigmoid(acc134);
+        const float v697 = acc134 * v696;
+        const float v698 = v697 * acc70;
         out[i695] = v698;
     }
     if ((row12 < u.N) && (col15 < u.H)) {
         const uint i699 = row12 * u.H + col15;
-        const float v700 = mimir_sigmoid(acc71);
-        const float v701 = acc71 * v700;
-        const float v702 = v701 * acc135;
+        const float v700 = mimir_sigmoid(acc135);
+        const float v701 = acc135 * v700;
+        const float v702 = v701 * acc71;
         out[i699] = v702;
     }
     if ((row12 < u.N) && (col16 < u.H)) {
         const uint i703 = row12 * u.H + col16;
-        const float v704 = mimir_sigmoid(acc72);
-        const float v705 = acc72 * v704;
-        const float v706 = v705 * acc136;
+        const float v704 = mimir_sigmoid(acc136);
+        const float v705 = acc136 * v704;
+        const float v706 = v705 * acc72;
         out[i703] = v706;
     }
     if ((row12 < u.N) && (col17 < u.H)) {
         const uint i707 = row12 * u.H + col17;
-        const float v708 = mimir_sigmoid(acc73);
-        const float v709 = acc73 * v708;
-        const float v710 = v709 * acc137;
+        const float v708 = mimir_sigmoid(acc137);
+        const float v709 = acc137 * v708;
+        const float v710 = v709 * acc73;
         out[i707] = v710;
     }
     if ((row12 < u.N) && (col18 < u.H)) {
         const uint i711 = row12 * u.H + col18;
-        const float v712 = mimir_sigmoid(acc74);
-        const float v713 = acc74 * v712;
-        const float v714 = v713 * acc138;
+        const float v712 = mimir_sigmoid(acc138);
+        const float v713 = acc138 * v712;
+        const float v714 = v713 * acc74;
         out[i711] = v714;
     }
     if ((row12 < u.N) && (col19 < u.H)) {
         const uint i715 = row12 * u.H + col19;
-        const float v716 = mimir_sigmoid(acc75);
-        const float v717 = acc75 * v716;
-        const float v718 = v717 * acc139;
+        const float v716 = mimir_sigmoid(acc139);
+        const float v717 = acc139 * v716;
+        const float v718 = v717 * acc75;
         out[i715] = v718;
     }
     if ((row12 < u.N) && (col20 < u.H)) {
         const uint i719 = row12 * u.H + col20;
-        const float v720 = mimir_sigmoid(acc76);
-        const float v721 = acc76 * v720;
-        const float v722 = v721 * acc140;
+        const float v720 = mimir_sigmoid(acc140);
+        const float v721 = acc140 * v720;
+        const float v722 = v721 * acc76;
         out[i719] = v722;
     }
     if ((row12 < u.N) && (col21 < u.H)) {
         const uint i723 = row12 * u.H + col21;
-        const float v724 = mimir_sigmoid(acc77);
-        const float v725 = acc77 * v724;
-        const float v726 = v725 * acc141;
+        const float v724 = mimir_sigmoid(acc141);
+        const float v725 = acc141 * v724;
+        const float v726 = v725 * acc77;
         out[i723] = v726;
     }
     if ((row13 < u.N) && (col14 < u.H)) {
         const uint i727 = row13 * u.H + col14;
-        const float v728 = mimir_sigmoid(acc78);
-        const float v729 = acc78 * v728;
-        const float v730 = v729 * acc142;
+        const float v728 = mimir_sigmoid(acc142);
+        const float v729 = acc142 * v728;
+        const float v730 = v729 * acc78;
         out[i727] = v730;
     }
     if ((row13 < u.N) && (col15 < u.H)) {
         const uint i731 = row13 * u.H + col15;
-        const float v732 = mimir_sigmoid(acc79);
-        const float v733 = acc79 * v732;
-        const float v734 = v733 * acc143;
+        const float v732 = mimir_sigmoid(acc143);
+        const float v733 = acc143 * v732;
+        const float v734 = v733 * acc79;
         out[i731] = v734;
     }
     if ((row13 < u.N) && (col16 < u.H)) {
         const uint i735 = row13 * u.H + col16;
-        const float v736 = mimir_sigmoid(acc80);
-        const float v737 = acc80 * v736;
-        const float v738 = v737 * acc144;
+        const float v736 = mimir_sigmoid(acc144);
+        const float v737 = acc144 * v736;
+        const float v738 = v737 * acc80;
         out[i735] = v738;
     }
     if ((row13 < u.N) && (col17 < u.H)) {
         const uint i739 = row13 * u.H + col17;
-        const float v740 = mimir_sigmoid(acc81);
-        const float v741 = acc81 * v740;
-        const float v742 = v741 * acc145;
+        const float v740 = mimir_sigmoid(acc145);
+        const float v741 = acc145 * v740;
+        const float v742 = v741 * acc81;
         out[i739] = v742;
     }
     if ((row13 < u.N) && (col18 < u.H)) {
         const uint i743 = row13 * u.H + col18;
-        const float v744 = mimir_sigmoid(acc82);
-        const float v745 = acc82 * v744;
-        const float v746 = v745 * acc146;
+        const float v744 = mimir_sigmoid(acc146);
+        const float v745 = acc146 * v744;
+        const float v746 = v745 * acc82;
         out[i743] = v746;
     }
     if ((row13 < u.N) && (col19 < u.H)) {
         const uint i747 = row13 * u.H + col19;
-        const float v748 = mimir_sigmoid(acc83);
-        const float v749 = acc83 * v748;
-        const float v750 = v749 * acc147;
+        const float v748 = mimir_sigmoid(acc147);
+        const float v749 = acc147 * v748;
+        const float v750 = v749 * acc83;
         out[i747] = v750;
     }
     if ((row13 < u.N) && (col20 < u.H)) {
         const uint i751 = row13 * u.H + col20;
-        const float v752 = mimir_sigmoid(acc84);
-        const float v753 = acc84 * v752;
-        const float v754 = v753 * acc148;
+        const float v752 = mimir_sigmoid(acc148);
+        const float v753 = acc148 * v752;
+        const float v754 = v753 * acc84;
         out[i751] = v754;
     }
     if ((row13 < u.N) && (col21 < u.H)) {
         const uint i755 = row13 * u.H + col21;
-        const float v756 = mimir_sigmoid(acc85);
-        const float v757 = acc85 * v756;
-        const float v758 = v757 * acc149;
+        const float v756 = mimir_sigmoid(acc149);
+        const float v757 = acc149 * v756;
+        const float v758 = v757 * acc85;
         out[i755] = v758;
     }
 }

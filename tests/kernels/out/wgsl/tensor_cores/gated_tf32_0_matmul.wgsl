@@ -225,25 +225,25 @@ fn gated_tf32_0_matmul(
     }
     let bi176: u32 = bk165 * u.N + bn166;
     if ((bk165 < u.K) && bok167) {
-        b_tile[t3] = w_gate[bi176];
+        b_tile[t3] = w_up[bi176];
     } else {
         b_tile[t3] = 0.0f;
     }
     let kb178: u32 = bk165 + 2u;
     if ((kb178 < u.K) && bok167) {
-        b_tile[t3 + 256u] = w_gate[bi176 + bs168];
+        b_tile[t3 + 256u] = w_up[bi176 + bs168];
     } else {
         b_tile[t3 + 256u] = 0.0f;
     }
     let kb180: u32 = bk165 + 4u;
     if ((kb180 < u.K) && bok167) {
-        b_tile[t3 + 512u] = w_gate[bi176 + bs169];
+        b_tile[t3 + 512u] = w_up[bi176 + bs169];
     } else {
         b_tile[t3 + 512u] = 0.0f;
     }
     let kb182: u32 = bk165 + 6u;
     if ((kb182 < u.K) && bok167) {
-        b_tile[t3 + 768u] = w_gate[bi176 + bs170];
+        b_tile[t3 + 768u] = w_up[bi176 + bs170];
     } else {
         b_tile[t3 + 768u] = 0.0f;
     }
@@ -282,25 +282,25 @@ fn gated_tf32_0_matmul(
             let sb198: u32 = nxt188 + t3;
             let bi199: u32 = kb197 * u.N + bn166;
             if ((kb197 < u.K) && bok167) {
-                b_tile[sb198] = w_gate[bi199];
+                b_tile[sb198] = w_up[bi199];
             } else {
                 b_tile[sb198] = 0.0f;
             }
             let kb201: u32 = kb197 + 2u;
             if ((kb201 < u.K) && bok167) {
-                b_tile[sb198 + 256u] = w_gate[bi199 + bs168];
+                b_tile[sb198 + 256u] = w_up[bi199 + bs168];
             } else {
                 b_tile[sb198 + 256u] = 0.0f;
             }
             let kb203: u32 = kb197 + 4u;
             if ((kb203 < u.K) && bok167) {
-                b_tile[sb198 + 512u] = w_gate[bi199 + bs169];
+                b_tile[sb198 + 512u] = w_up[bi199 + bs169];
             } else {
                 b_tile[sb198 + 512u] = 0.0f;
             }
             let kb205: u32 = kb197 + 6u;
             if ((kb205 < u.K) && bok167) {
-                b_tile[sb198 + 768u] = w_gate[bi199 + bs170];
+                b_tile[sb198 + 768u] = w_up[bi199 + bs170];
             } else {
                 b_tile[sb198 + 768u] = 0.0f;
             }
@@ -972,25 +972,25 @@ fn gated_tf32_0_matmul(
     }
     let bi342: u32 = bk165 * u.N + bn166;
     if ((bk165 < u.K) && bok167) {
-        b_tile[t3] = w_up[bi342];
+        b_tile[t3] = w_gate[bi342];
     } else {
         b_tile[t3] = 0.0f;
     }
     let kb344: u32 = bk165 + 2u;
     if ((kb344 < u.K) && bok167) {
-        b_tile[t3 + 256u] = w_up[bi342 + bs168];
+        b_tile[t3 + 256u] = w_gate[bi342 + bs168];
     } else {
         b_tile[t3 + 256u] = 0.0f;
     }
     let kb346: u32 = bk165 + 4u;
     if ((kb346 < u.K) && bok167) {
-        b_tile[t3 + 512u] = w_up[bi342 + bs169];
+        b_tile[t3 + 512u] = w_gate[bi342 + bs169];
     } else {
         b_tile[t3 + 512u] = 0.0f;
     }
     let kb348: u32 = bk165 + 6u;
     if ((kb348 < u.K) && bok167) {
-        b_tile[t3 + 768u] = w_up[bi342 + bs170];
+        b_tile[t3 + 768u] = w_gate[bi342 + bs170];
     } else {
         b_tile[t3 + 768u] = 0.0f;
     }
@@ -1029,25 +1029,25 @@ fn gated_tf32_0_matmul(
             let sb364: u32 = nxt354 + t3;
             let bi365: u32 = kb363 * u.N + bn166;
             if ((kb363 < u.K) && bok167) {
-                b_tile[sb364] = w_up[bi365];
+                b_tile[sb364] = w_gate[bi365];
             } else {
                 b_tile[sb364] = 0.0f;
             }
             let kb367: u32 = kb363 + 2u;
             if ((kb367 < u.K) && bok167) {
-                b_tile[sb364 + 256u] = w_up[bi365 + bs168];
+                b_tile[sb364 + 256u] = w_gate[bi365 + bs168];
             } else {
                 b_tile[sb364 + 256u] = 0.0f;
             }
             let kb369: u32 = kb363 + 4u;
             if ((kb369 < u.K) && bok167) {
-                b_tile[sb364 + 512u] = w_up[bi365 + bs169];
+                b_tile[sb364 + 512u] = w_gate[bi365 + bs169];
             } else {
                 b_tile[sb364 + 512u] = 0.0f;
             }
             let kb371: u32 = kb363 + 6u;
             if ((kb371 < u.K) && bok167) {
-                b_tile[sb364 + 768u] = w_up[bi365 + bs170];
+                b_tile[sb364 + 768u] = w_gate[bi365 + bs170];
             } else {
                 b_tile[sb364 + 768u] = 0.0f;
             }
@@ -1698,450 +1698,450 @@ fn gated_tf32_0_matmul(
     }
     if ((row6 < u.M) && (col14 < u.N)) {
         let i503: u32 = row6 * u.N + col14;
-        let v504: f32 = mimir_sigmoid(acc22);
-        let v505: f32 = acc22 * v504;
-        let v506: f32 = v505 * acc86;
+        let v504: f32 = mimir_sigmoid(acc86);
+        let v505: f32 = acc86 * v504;
+        let v506: f32 = v505 * acc22;
         out[i503] = v506;
     }
     if ((row6 < u.M) && (col15 < u.N)) {
         let i507: u32 = row6 * u.N + col15;
-        let v508: f32 = mimir_sigmoid(acc23);
-        let v509: f32 = acc23 * v508;
-        let v510: f32 = v509 * acc87;
+        let v508: f32 = mimir_sigmoid(acc87);
+        let v509: f32 = acc87 * v508;
+        let v510: f32 = v509 * acc23;
         out[i507] = v510;
     }
     if ((row6 < u.M) && (col16 < u.N)) {
         let i511: u32 = row6 * u.N + col16;
-        let v512: f32 = mimir_sigmoid(acc24);
-        let v513: f32 = acc24 * v512;
-        let v514: f32 = v513 * acc88;
+        let v512: f32 = mimir_sigmoid(acc88);
+        let v513: f32 = acc88 * v512;
+        let v514: f32 = v513 * acc24;
         out[i511] = v514;
     }
     if ((row6 < u.M) && (col17 < u.N)) {
         let i515: u32 = row6 * u.N + col17;
-        let v516: f32 = mimir_sigmoid(acc25);
-        let v517: f32 = acc25 * v516;
-        let v518: f32 = v517 * acc89;
+        let v516: f32 = mimir_sigmoid(acc89);
+        let v517: f32 = acc89 * v516;
+        let v518: f32 = v517 * acc25;
         out[i515] = v518;
     }
     if ((row6 < u.M) && (col18 < u.N)) {
         let i519: u32 = row6 * u.N + col18;
-        let v520: f32 = mimir_sigmoid(acc26);
-        let v521: f32 = acc26 * v520;
-        let v522: f32 = v521 * acc90;
+        let v520: f32 = mimir_sigmoid(acc90);
+        let v521: f32 = acc90 * v520;
+        let v522: f32 = v521 * acc26;
         out[i519] = v522;
     }
     if ((row6 < u.M) && (col19 < u.N)) {
         let i523: u32 = row6 * u.N + col19;
-        let v524: f32 = mimir_sigmoid(acc27);
-        let v525: f32 = acc27 * v524;
-        let v526: f32 = v525 * acc91;
+        let v524: f32 = mimir_sigmoid(acc91);
+        let v525: f32 = acc91 * v524;
+        let v526: f32 = v525 * acc27;
         out[i523] = v526;
     }
     if ((row6 < u.M) && (col20 < u.N)) {
         let i527: u32 = row6 * u.N + col20;
-        let v528: f32 = mimir_sigmoid(acc28);
-        let v529: f32 = acc28 * v528;
-        let v530: f32 = v529 * acc92;
+        let v528: f32 = mimir_sigmoid(acc92);
+        let v529: f32 = acc92 * v528;
+        let v530: f32 = v529 * acc28;
         out[i527] = v530;
     }
     if ((row6 < u.M) && (col21 < u.N)) {
         let i531: u32 = row6 * u.N + col21;
-        let v532: f32 = mimir_sigmoid(acc29);
-        let v533: f32 = acc29 * v532;
-        let v534: f32 = v533 * acc93;
+        let v532: f32 = mimir_sigmoid(acc93);
+        let v533: f32 = acc93 * v532;
+        let v534: f32 = v533 * acc29;
         out[i531] = v534;
     }
     if ((row7 < u.M) && (col14 < u.N)) {
         let i535: u32 = row7 * u.N + col14;
-        let v536: f32 = mimir_sigmoid(acc30);
-        let v537: f32 = acc30 * v536;
-        let v538: f32 = v537 * acc94;
+        let v536: f32 = mimir_sigmoid(acc94);
+        let v537: f32 = acc94 * v536;
+        let v538: f32 = v537 * acc30;
         out[i535] = v538;
     }
     if ((row7 < u.M) && (col15 < u.N)) {
         let i539: u32 = row7 * u.N + col15;
-        let v540: f32 = mimir_sigmoid(acc31);
-        let v541: f32 = acc31 * v540;
-        let v542: f32 = v541 * acc95;
+        let v540: f32 = mimir_sigmoid(acc95);
+        let v541: f32 = acc95 * v540;
+        let v542: f32 = v541 * acc31;
         out[i539] = v542;
     }
     if ((row7 < u.M) && (col16 < u.N)) {
         let i543: u32 = row7 * u.N + col16;
-        let v544: f32 = mimir_sigmoid(acc32);
-        let v545: f32 = acc32 * v544;
-        let v546: f32 = v545 * acc96;
+        let v544: f32 = mimir_sigmoid(acc96);
+        let v545: f32 = acc96 * v544;
+        let v546: f32 = v545 * acc32;
         out[i543] = v546;
     }
     if ((row7 < u.M) && (col17 < u.N)) {
         let i547: u32 = row7 * u.N + col17;
-        let v548: f32 = mimir_sigmoid(acc33);
-        let v549: f32 = acc33 * v548;
-        let v550: f32 = v549 * acc97;
+        let v548: f32 = mimir_sigmoid(acc97);
+        let v549: f32 = acc97 * v548;
+        let v550: f32 = v549 * acc33;
         out[i547] = v550;
     }
     if ((row7 < u.M) && (col18 < u.N)) {
         let i551: u32 = row7 * u.N + col18;
-        let v552: f32 = mimir_sigmoid(acc34);
-        let v553: f32 = acc34 * v552;
-        let v554: f32 = v553 * acc98;
+        let v552: f32 = mimir_sigmoid(acc98);
+        let v553: f32 = acc98 * v552;
+        let v554: f32 = v553 * acc34;
         out[i551] = v554;
     }
     if ((row7 < u.M) && (col19 < u.N)) {
         let i555: u32 = row7 * u.N + col19;
-        let v556: f32 = mimir_sigmoid(acc35);
-        let v557: f32 = acc35 * v556;
-        let v558: f32 = v557 * acc99;
+        let v556: f32 = mimir_sigmoid(acc99);
+        let v557: f32 = acc99 * v556;
+        let v558: f32 = v557 * acc35;
         out[i555] = v558;
     }
     if ((row7 < u.M) && (col20 < u.N)) {
         let i559: u32 = row7 * u.N + col20;
-        let v560: f32 = mimir_sigmoid(acc36);
-        let v561: f32 = acc36 * v560;
-        let v562: f32 = v561 * acc100;
+        let v560: f32 = mimir_sigmoid(acc100);
+        let v561: f32 = acc100 * v560;
+        let v562: f32 = v561 * acc36;
         out[i559] = v562;
     }
     if ((row7 < u.M) && (col21 < u.N)) {
         let i563: u32 = row7 * u.N + col21;
-        let v564: f32 = mimir_sigmoid(acc37);
-        let v565: f32 = acc37 * v564;
-        let v566: f32 = v565 * acc101;
+        let v564: f32 = mimir_sigmoid(acc101);
+        let v565: f32 = acc101 * v564;
+        let v566: f32 = v565 * acc37;
         out[i563] = v566;
     }
     if ((row8 < u.M) && (col14 < u.N)) {
         let i567: u32 = row8 * u.N + col14;
-        let v568: f32 = mimir_sigmoid(acc38);
-        let v569: f32 = acc38 * v568;
-        let v570: f32 = v569 * acc102;
+        let v568: f32 = mimir_sigmoid(acc102);
+        let v569: f32 = acc102 * v568;
+        let v570: f32 = v569 * acc38;
         out[i567] = v570;
     }
     if ((row8 < u.M) && (col15 < u.N)) {
         let i571: u32 = row8 * u.N + col15;
-        let v572: f32 = mimir_sigmoid(acc39);
-        let v573: f32 = acc39 * v572;
-        let v574: f32 = v573 * acc103;
+        let v572: f32 = mimir_sigmoid(acc103);
+        let v573: f32 = acc103 * v572;
+        let v574: f32 = v573 * acc39;
         out[i571] = v574;
     }
     if ((row8 < u.M) && (col16 < u.N)) {
         let i575: u32 = row8 * u.N + col16;
-        let v576: f32 = mimir_sigmoid(acc40);
-        let v577: f32 = acc40 * v576;
-        let v578: f32 = v577 * acc104;
+        let v576: f32 = mimir_sigmoid(acc104);
+        let v577: f32 = acc104 * v576;
+        let v578: f32 = v577 * acc40;
         out[i575] = v578;
     }
     if ((row8 < u.M) && (col17 < u.N)) {
         let i579: u32 = row8 * u.N + col17;
-        let v580: f32 = mimir_sigmoid(acc41);
-        let v581: f32 = acc41 * v580;
-        let v582: f32 = v581 * acc105;
+        let v580: f32 = mimir_sigmoid(acc105);
+        let v581: f32 = acc105 * v580;
+        let v582: f32 = v581 * acc41;
         out[i579] = v582;
     }
     if ((row8 < u.M) && (col18 < u.N)) {
         let i583: u32 = row8 * u.N + col18;
-        let v584: f32 = mimir_sigmoid(acc42);
-        let v585: f32 = acc42 * v584;
-        let v586: f32 = v585 * acc106;
+        let v584: f32 = mimir_sigmoid(acc106);
+        let v585: f32 = acc106 * v584;
+        let v586: f32 = v585 * acc42;
         out[i583] = v586;
     }
     if ((row8 < u.M) && (col19 < u.N)) {
         let i587: u32 = row8 * u.N + col19;
-        let v588: f32 = mimir_sigmoid(acc43);
-        let v589: f32 = acc43 * v588;
-        let v590: f32 = v589 * acc107;
+        let v588: f32 = mimir_sigmoid(acc107);
+        let v589: f32 = acc107 * v588;
+        let v590: f32 = v589 * acc43;
         out[i587] = v590;
     }
     if ((row8 < u.M) && (col20 < u.N)) {
         let i591: u32 = row8 * u.N + col20;
-        let v592: f32 = mimir_sigmoid(acc44);
-        let v593: f32 = acc44 * v592;
-        let v594: f32 = v593 * acc108;
+        let v592: f32 = mimir_sigmoid(acc108);
+        let v593: f32 = acc108 * v592;
+        let v594: f32 = v593 * acc44;
         out[i591] = v594;
     }
     if ((row8 < u.M) && (col21 < u.N)) {
         let i595: u32 = row8 * u.N + col21;
-        let v596: f32 = mimir_sigmoid(acc45);
-        let v597: f32 = acc45 * v596;
-        let v598: f32 = v597 * acc109;
+        let v596: f32 = mimir_sigmoid(acc109);
+        let v597: f32 = acc109 * v596;
+        let v598: f32 = v597 * acc45;
         out[i595] = v598;
     }
     if ((row9 < u.M) && (col14 < u.N)) {
         let i599: u32 = row9 * u.N + col14;
-        let v600: f32 = mimir_sigmoid(acc46);
-        let v601: f32 = acc46 * v600;
-        let v602: f32 = v601 * acc110;
+        let v600: f32 = mimir_sigmoid(acc110);
+        let v601: f32 = acc110 * v600;
+        let v602: f32 = v601 * acc46;
         out[i599] = v602;
     }
     if ((row9 < u.M) && (col15 < u.N)) {
         let i603: u32 = row9 * u.N + col15;
-        let v604: f32 = mimir_sigmoid(acc47);
-        let v605: f32 = acc47 * v604;
-        let v606: f32 = v605 * acc111;
+        let v604: f32 = mimir_sigmoid(acc111);
+        let v605: f32 = acc111 * v604;
+        let v606: f32 = v605 * acc47;
         out[i603] = v606;
     }
     if ((row9 < u.M) && (col16 < u.N)) {
         let i607: u32 = row9 * u.N + col16;
-        let v608: f32 = mimir_sigmoid(acc48);
-        let v609: f32 = acc48 * v608;
-        let v610: f32 = v609 * acc112;
+        let v608: f32 = mimir_sigmoid(acc112);
+        let v609: f32 = acc112 * v608;
+        let v610: f32 = v609 * acc48;
         out[i607] = v610;
     }
     if ((row9 < u.M) && (col17 < u.N)) {
         let i611: u32 = row9 * u.N + col17;
-        let v612: f32 = mimir_sigmoid(acc49);
-        let v613: f32 = acc49 * v612;
-        let v614: f32 = v613 * acc113;
+        let v612: f32 = mimir_sigmoid(acc113);
+        let v613: f32 = acc113 * v612;
+        let v614: f32 = v613 * acc49;
         out[i611] = v614;
     }
     if ((row9 < u.M) && (col18 < u.N)) {
         let i615: u32 = row9 * u.N + col18;
-        let v616: f32 = mimir_sigmoid(acc50);
-        let v617: f32 = acc50 * v616;
-        let v618: f32 = v617 * acc114;
+        let v616: f32 = mimir_sigmoid(acc114);
+        let v617: f32 = acc114 * v616;
+        let v618: f32 = v617 * acc50;
         out[i615] = v618;
     }
     if ((row9 < u.M) && (col19 < u.N)) {
         let i619: u32 = row9 * u.N + col19;
-        let v620: f32 = mimir_sigmoid(acc51);
-        let v621: f32 = acc51 * v620;
-        let v622: f32 = v621 * acc115;
+        let v620: f32 = mimir_sigmoid(acc115);
+        let v621: f32 = acc115 * v620;
+        let v622: f32 = v621 * acc51;
         out[i619] = v622;
     }
     if ((row9 < u.M) && (col20 < u.N)) {
         let i623: u32 = row9 * u.N + col20;
-        let v624: f32 = mimir_sigmoid(acc52);
-        let v625: f32 = acc52 * v624;
-        let v626: f32 = v625 * acc116;
+        let v624: f32 = mimir_sigmoid(acc116);
+        let v625: f32 = acc116 * v624;
+        let v626: f32 = v625 * acc52;
         out[i623] = v626;
     }
     if ((row9 < u.M) && (col21 < u.N)) {
         let i627: u32 = row9 * u.N + col21;
-        let v628: f32 = mimir_sigmoid(acc53);
-        let v629: f32 = acc53 * v628;
-        let v630: f32 = v629 * acc117;
+        let v628: f32 = mimir_sigmoid(acc117);
+        let v629: f32 = acc117 * v628;
+        let v630: f32 = v629 * acc53;
         out[i627] = v630;
     }
     if ((row10 < u.M) && (col14 < u.N)) {
         let i631: u32 = row10 * u.N + col14;
-        let v632: f32 = mimir_sigmoid(acc54);
-        let v633: f32 = acc54 * v632;
-        let v634: f32 = v633 * acc118;
+        let v632: f32 = mimir_sigmoid(acc118);
+        let v633: f32 = acc118 * v632;
+        let v634: f32 = v633 * acc54;
         out[i631] = v634;
     }
     if ((row10 < u.M) && (col15 < u.N)) {
         let i635: u32 = row10 * u.N + col15;
-        let v636: f32 = mimir_sigmoid(acc55);
-        let v637: f32 = acc55 * v636;
-        let v638: f32 = v637 * acc119;
+        let v636: f32 = mimir_sigmoid(acc119);
+        let v637: f32 = acc119 * v636;
+        let v638: f32 = v637 * acc55;
         out[i635] = v638;
     }
     if ((row10 < u.M) && (col16 < u.N)) {
         let i639: u32 = row10 * u.N + col16;
-        let v640: f32 = mimir_sigmoid(acc56);
-        let v641: f32 = acc56 * v640;
-        let v642: f32 = v641 * acc120;
+        let v640: f32 = mimir_sigmoid(acc120);
+        let v641: f32 = acc120 * v640;
+        let v642: f32 = v641 * acc56;
         out[i639] = v642;
     }
     if ((row10 < u.M) && (col17 < u.N)) {
         let i643: u32 = row10 * u.N + col17;
-        let v644: f32 = mimir_sigmoid(acc57);
-        let v645: f32 = acc57 * v644;
-        let v646: f32 = v645 * acc121;
+        let v644: f32 = mimir_sigmoid(acc121);
+        let v645: f32 = acc121 * v644;
+        let v646: f32 = v645 * acc57;
         out[i643] = v646;
     }
     if ((row10 < u.M) && (col18 < u.N)) {
         let i647: u32 = row10 * u.N + col18;
-        let v648: f32 = mimir_sigmoid(acc58);
-        let v649: f32 = acc58 * v648;
-        let v650: f32 = v649 * acc122;
+        let v648: f32 = mimir_sigmoid(acc122);
+        let v649: f32 = acc122 * v648;
+        let v650: f32 = v649 * acc58;
         out[i647] = v650;
     }
     if ((row10 < u.M) && (col19 < u.N)) {
         let i651: u32 = row10 * u.N + col19;
-        let v652: f32 = mimir_sigmoid(acc59);
-        let v653: f32 = acc59 * v652;
-        let v654: f32 = v653 * acc123;
+        let v652: f32 = mimir_sigmoid(acc123);
+        let v653: f32 = acc123 * v652;
+        let v654: f32 = v653 * acc59;
         out[i651] = v654;
     }
     if ((row10 < u.M) && (col20 < u.N)) {
         let i655: u32 = row10 * u.N + col20;
-        let v656: f32 = mimir_sigmoid(acc60);
-        let v657: f32 = acc60 * v656;
-        let v658: f32 = v657 * acc124;
+        let v656: f32 = mimir_sigmoid(acc124);
+        let v657: f32 = acc124 * v656;
+        let v658: f32 = v657 * acc60;
         out[i655] = v658;
     }
     if ((row10 < u.M) && (col21 < u.N)) {
         let i659: u32 = row10 * u.N + col21;
-        let v660: f32 = mimir_sigmoid(acc61);
-        let v661: f32 = acc61 * v660;
-        let v662: f32 = v661 * acc125;
+        let v660: f32 = mimir_sigmoid(acc125);
+        let v661: f32 = acc125 * v660;
+        let v662: f32 = v661 * acc61;
         out[i659] = v662;
     }
     if ((row11 < u.M) && (col14 < u.N)) {
         let i663: u32 = row11 * u.N + col14;
-        let v664: f32 = mimir_sigmoid(acc62);
-        let v665: f32 = acc62 * v664;
-        let v666: f32 = v665 * acc126;
+        let v664: f32 = mimir_sigmoid(acc126);
+        let v665: f32 = acc126 * v664;
+        let v666: f32 = v665 * acc62;
         out[i663] = v666;
     }
     if ((row11 < u.M) && (col15 < u.N)) {
         let i667: u32 = row11 * u.N + col15;
-        let v668: f32 = mimir_sigmoid(acc63);
-        let v669: f32 = acc63 * v668;
-        let v670: f32 = v669 * acc127;
+        let v668: f32 = mimir_sigmoid(acc127);
+        let v669: f32 = acc127 * v668;
+        let v670: f32 = v669 * acc63;
         out[i667] = v670;
     }
     if ((row11 < u.M) && (col16 < u.N)) {
         let i671: u32 = row11 * u.N + col16;
-        let v672: f32 = mimir_sigmoid(acc64);
-        let v673: f32 = acc64 * v672;
-        let v674: f32 = v673 * acc128;
+        let v672: f32 = mimir_sigmoid(acc128);
+        let v673: f32 = acc128 * v672;
+        let v674: f32 = v673 * acc64;
         out[i671] = v674;
     }
     if ((row11 < u.M) && (col17 < u.N)) {
         let i675: u32 = row11 * u.N + col17;
-        let v676: f32 = mimir_sigmoid(acc65);
-        let v677: f32 = acc65 * v676;
-        let v678: f32 = v677 * acc129;
+        let v676: f32 = mimir_sigmoid(acc129);
+        let v677: f32 = acc129 * v676;
+        let v678: f32 = v677 * acc65;
         out[i675] = v678;
     }
     if ((row11 < u.M) && (col18 < u.N)) {
         let i679: u32 = row11 * u.N + col18;
-        let v680: f32 = mimir_sigmoid(acc66);
-        let v681: f32 = acc66 * v680;
-        let v682: f32 = v681 * acc130;
+        let v680: f32 = mimir_sigmoid(acc130);
+        let v681: f32 = acc130 * v680;
+        let v682: f32 = v681 * acc66;
         out[i679] = v682;
     }
     if ((row11 < u.M) && (col19 < u.N)) {
         let i683: u32 = row11 * u.N + col19;
-        let v684: f32 = mimir_sigmoid(acc67);
-        let v685: f32 = acc67 * v684;
-        let v686: f32 = v685 * acc131;
+        let v684: f32 = mimir_sigmoid(acc131);
+        let v685: f32 = acc131 * v684;
+        let v686: f32 = v685 * acc67;
         out[i683] = v686;
     }
     if ((row11 < u.M) && (col20 < u.N)) {
         let i687: u32 = row11 * u.N + col20;
-        let v688: f32 = mimir_sigmoid(acc68);
-        let v689: f32 = acc68 * v688;
-        let v690: f32 = v689 * acc132;
+        let v688: f32 = mimir_sigmoid(acc132);
+        let v689: f32 = acc132 * v688;
+        let v690: f32 = v689 * acc68;
         out[i687] = v690;
     }
     if ((row11 < u.M) && (col21 < u.N)) {
         let i691: u32 = row11 * u.N + col21;
-        let v692: f32 = mimir_sigmoid(acc69);
-        let v693: f32 = acc69 * v692;
-        let v694: f32 = v693 * acc133;
+        let v692: f32 = mimir_sigmoid(acc133);
+        let v693: f32 = acc133 * v692;
+        let v694: f32 = v693 * acc69;
         out[i691] = v694;
     }
     if ((row12 < u.M) && (col14 < u.N)) {
         let i695: u32 = row12 * u.N + col14;
-        let v696: f32 = mimir_sigmoid(acc70);
-        let v697: f32 = acc70 * v696;
-        let v698: f32 = v697 * acc134;
+        let v696: f32 = mimir_sigmoid(acc134);
+        let v697: f32 = acc134 * v696;
+        let v698: f32 = v697 * acc70;
         out[i695] = v698;
     }
     if ((row12 < u.M) && (col15 < u.N)) {
         let i699: u32 = row12 * u.N + col15;
-        let v700: f32 = mimir_sigmoid(acc71);
-        let v701: f32 = acc71 * v700;
-        let v702: f32 = v701 * acc135;
+        let v700: f32 = mimir_sigmoid(acc135);
+        let v701: f32 = acc135 * v700;
+        let v702: f32 = v701 * acc71;
         out[i699] = v702;
     }
     if ((row12 < u.M) && (col16 < u.N)) {
         let i703: u32 = row12 * u.N + col16;
-        let v704: f32 = mimir_sigmoid(acc72);
-        let v705: f32 = acc72 * v704;
-        let v706: f32 = v705 * acc136;
+        let v704: f32 = mimir_sigmoid(acc136);
+        let v705: f32 = acc136 * v704;
+        let v706: f32 = v705 * acc72;
         out[i703] = v706;
     }
     if ((row12 < u.M) && (col17 < u.N)) {
         let i707: u32 = row12 * u.N + col17;
-        let v708: f32 = mimir_sigmoid(acc73);
-        let v709: f32 = acc73 * v708;
-        let v710: f32 = v709 * acc137;
+        let v708: f32 = mimir_sigmoid(acc137);
+        let v709: f32 = acc137 * v708;
+        let v710: f32 = v709 * acc73;
         out[i707] = v710;
     }
     if ((row12 < u.M) && (col18 < u.N)) {
         let i711: u32 = row12 * u.N + col18;
-        let v712: f32 = mimir_sigmoid(acc74);
-        let v713: f32 = acc74 * v712;
-        let v714: f32 = v713 * acc138;
+        let v712: f32 = mimir_sigmoid(acc138);
+        let v713: f32 = acc138 * v712;
+        let v714: f32 = v713 * acc74;
         out[i711] = v714;
     }
     if ((row12 < u.M) && (col19 < u.N)) {
         let i715: u32 = row12 * u.N + col19;
-        let v716: f32 = mimir_sigmoid(acc75);
-        let v717: f32 = acc75 * v716;
-        let v718: f32 = v717 * acc139;
+        let v716: f32 = mimir_sigmoid(acc139);
+        let v717: f32 = acc139 * v716;
+        let v718: f32 = v717 * acc75;
         out[i715] = v718;
     }
     if ((row12 < u.M) && (col20 < u.N)) {
         let i719: u32 = row12 * u.N + col20;
-        let v720: f32 = mimir_sigmoid(acc76);
-        let v721: f32 = acc76 * v720;
-        let v722: f32 = v721 * acc140;
+        let v720: f32 = mimir_sigmoid(acc140);
+        let v721: f32 = acc140 * v720;
+        let v722: f32 = v721 * acc76;
         out[i719] = v722;
     }
     if ((row12 < u.M) && (col21 < u.N)) {
         let i723: u32 = row12 * u.N + col21;
-        let v724: f32 = mimir_sigmoid(acc77);
-        let v725: f32 = acc77 * v724;
-        let v726: f32 = v725 * acc141;
+        let v724: f32 = mimir_sigmoid(acc141);
+        let v725: f32 = acc141 * v724;
+        let v726: f32 = v725 * acc77;
         out[i723] = v726;
     }
     if ((row13 < u.M) && (col14 < u.N)) {
         let i727: u32 = row13 * u.N + col14;
-        let v728: f32 = mimir_sigmoid(acc78);
-        let v729: f32 = acc78 * v728;
-        let v730: f32 = v729 * acc142;
+        let v728: f32 = mimir_sigmoid(acc142);
+        let v729: f32 = acc142 * v728;
+        let v730: f32 = v729 * acc78;
         out[i727] = v730;
     }
     if ((row13 < u.M) && (col15 < u.N)) {
         let i731: u32 = row13 * u.N + col15;
-        let v732: f32 = mimir_sigmoid(acc79);
-        let v733: f32 = acc79 * v732;
-        let v734: f32 = v733 * acc143;
+        let v732: f32 = mimir_sigmoid(acc143);
+        let v733: f32 = acc143 * v732;
+        let v734: f32 = v733 * acc79;
         out[i731] = v734;
     }
     if ((row13 < u.M) && (col16 < u.N)) {
         let i735: u32 = row13 * u.N + col16;
-        let v736: f32 = mimir_sigmoid(acc80);
-        let v737: f32 = acc80 * v736;
-        let v738: f32 = v737 * acc144;
+        let v736: f32 = mimir_sigmoid(acc144);
+        let v737: f32 = acc144 * v736;
+        let v738: f32 = v737 * acc80;
         out[i735] = v738;
     }
     if ((row13 < u.M) && (col17 < u.N)) {
         let i739: u32 = row13 * u.N + col17;
-        let v740: f32 = mimir_sigmoid(acc81);
-        let v741: f32 = acc81 * v740;
-        let v742: f32 = v741 * acc145;
+        let v740: f32 = mimir_sigmoid(acc145);
+        let v741: f32 = acc145 * v740;
+        let v742: f32 = v741 * acc81;
         out[i739] = v742;
     }
     if ((row13 < u.M) && (col18 < u.N)) {
         let i743: u32 = row13 * u.N + col18;
-        let v744: f32 = mimir_sigmoid(acc82);
-        let v745: f32 = acc82 * v744;
-        let v746: f32 = v745 * acc146;
+        let v744: f32 = mimir_sigmoid(acc146);
+        let v745: f32 = acc146 * v744;
+        let v746: f32 = v745 * acc82;
         out[i743] = v746;
     }
     if ((row13 < u.M) && (col19 < u.N)) {
         let i747: u32 = row13 * u.N + col19;
-        let v748: f32 = mimir_sigmoid(acc83);
-        let v749: f32 = acc83 * v748;
-        let v750: f32 = v749 * acc147;
+        let v748: f32 = mimir_sigmoid(acc147);
+        let v749: f32 = acc147 * v748;
+        let v750: f32 = v749 * acc83;
         out[i747] = v750;
     }
     if ((row13 < u.M) && (col20 < u.N)) {
         let i751: u32 = row13 * u.N + col20;
-        let v752: f32 = mimir_sigmoid(acc84);
-        let v753: f32 = acc84 * v752;
-        let v754: f32 = v753 * acc148;
+        let v752: f32 = mimir_sigmoid(acc148);
+        let v753: f32 = acc148 * v752;
+        let v754: f32 = v753 * acc84;
         out[i751] = v754;
     }
     if ((row13 < u.M) && (col21 < u.N)) {
         let i755: u32 = row13 * u.N + col21;
-        let v756: f32 = mimir_sigmoid(acc85);
-        let v757: f32 = acc85 * v756;
-        let v758: f32 = v757 * acc149;
+        let v756: f32 = mimir_sigmoid(acc149);
+        let v757: f32 = acc149 * v756;
+        let v758: f32 = v757 * acc85;
         out[i755] = v758;
     }
 }
