@@ -1588,3 +1588,15 @@ def test_any_element_wise_epilogue_of_a_product_fuses() -> None:
     files = _compile("cliffs", "leaky_relu_where", "ptx")
     manifest = json.loads(files["leaky_relu_where.manifest.json"])
     assert all(b["role"] != "scratch" for b in manifest["buffers"])
+
+
+def test_keepdims_statistics_returned_by_subscript_are_one_row_launch() -> None:
+    """llm.c's layer norm keeps `x.mean(axis=-1, keepdims=True)` and returns it as
+    `mean[:, :, 0]`: a subscript of the last axis alone is an output of the row launch
+    as the mean without `keepdims` is (tests/kernels/cliffs.py), one launch and no
+    scratch, not a row launch, a reduction and an element-wise copy."""
+    index = _kernel_files("cliffs", "layernorm_stats_index")
+    assert _kernel_files("cliffs", "layernorm_stats_keepdims") == index == ["row.ptx"]
+    files = _compile("cliffs", "layernorm_stats_keepdims", "ptx")
+    manifest = json.loads(files["layernorm_stats_keepdims.manifest.json"])
+    assert all(b["role"] != "scratch" for b in manifest["buffers"])

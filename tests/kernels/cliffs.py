@@ -9,6 +9,7 @@ K = Dim("K")
 M = Dim("M")
 B = Dim("B", max=8)
 H = Dim("H", max=4)
+C = Dim("C", max=1024)  # a row a workgroup holds
 
 
 @gpu
@@ -79,3 +80,23 @@ def gelu_method(a: Tensor[float32, N, K], b: Tensor[float32, K, M]) -> Tensor[fl
 def gelu_written(a: Tensor[float32, N, K], b: Tensor[float32, K, M]) -> Tensor[float32, N, M]:
     y = a @ b
     return 0.5 * y * (1.0 + (0.7978845608 * (y + 0.044715 * y * y * y)).tanh())
+
+
+@gpu
+def layernorm_stats_index(
+    x: Tensor[float32, B, T, C], w: Tensor[float32, C], b: Tensor[float32, C]
+) -> tuple[Tensor[float32, B, T, C], Tensor[float32, B, T], Tensor[float32, B, T]]:
+    mean = x.mean(axis=-1)
+    xc = x - mean[:, :, None]
+    rstd = ((xc * xc).mean(axis=-1) + 1e-5).rsqrt()
+    return xc * rstd[:, :, None] * w + b, mean, rstd
+
+
+@gpu
+def layernorm_stats_keepdims(
+    x: Tensor[float32, B, T, C], w: Tensor[float32, C], b: Tensor[float32, C]
+) -> tuple[Tensor[float32, B, T, C], Tensor[float32, B, T], Tensor[float32, B, T]]:
+    mean = x.mean(axis=-1, keepdims=True)
+    xc = x - mean
+    rstd = ((xc * xc).mean(axis=-1, keepdims=True) + 1e-5).rsqrt()
+    return xc * rstd * w + b, mean[:, :, 0], rstd[:, :, 0]

@@ -217,7 +217,10 @@ class _RowGrouping:
         plain: list[int] = []
         for out in sorted(self.writes):
             r = self.by_target.get(out)
-            if r is None and op_kind(self.kg, out) not in (*FUSIBLE, "rowmix", "gather", "join"):
+            kind = op_kind(self.kg, out)
+            # a subscript of the last axis alone: `mean[:, :, 0]` of a keepdims mean
+            # (`own_row` checks its items)
+            if r is None and kind not in (*FUSIBLE, "rowmix", "gather", "join", "subscript"):
                 continue
             if r is not None and not self.row_reduction(r):
                 continue
