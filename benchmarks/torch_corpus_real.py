@@ -62,6 +62,8 @@ def materialise(sources: Path, project: Project, out: Path) -> Path:
     """The project's Python files at its pinned commit, under `out/owner+name`."""
     key = project.name.replace("/", "+")
     src, dest = sources / key, out / key
+    if project.wheel:
+        return _installed(src, project, dest)
     gitdir = next((p for p in (src / "repo", src) if (p / "HEAD").is_file()), None)
     if gitdir is not None and not (src / ".git").exists():
         listing = subprocess.run(
@@ -96,6 +98,17 @@ def materialise(sources: Path, project: Project, out: Path) -> Path:
     if head and head != project.commit:
         print(f"warning: {src} is at {head[:12]}, the corpus pins {project.commit[:12]}")
     shutil.copytree(src, dest, ignore=_not_python)
+    return dest
+
+
+def _installed(src: Path, project: Project, dest: Path) -> Path:
+    """A project installed from its wheel (`pip install --no-deps --target SRC NAME==VERSION`):
+    the whole tree is copied, compiled extensions included, for `--run` to import it."""
+    name, version = project.wheel.split("==")
+    meta = src / f"{name}-{version}.dist-info"
+    if not meta.is_dir():
+        raise SystemExit(f"{src}: no {project.wheel} installed there (pip install --target)")
+    shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     return dest
 
 
