@@ -11,7 +11,7 @@ with the binding substituted, so `k2(k1(x))` is checked as written.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mimir.dims import Dim
 from mimir.host import torch_table as tt
@@ -28,6 +28,8 @@ from mimir.host.values import (
     show_shape,
 )
 from mimir.parse.module import (
+    KernelDef,
+    ModuleInfo,
     TensorAnnotation,
     TupleAnnotation,
     read_annotation,
@@ -35,11 +37,19 @@ from mimir.parse.module import (
 )
 from mimir.solve.z3lib import z3
 
-if TYPE_CHECKING:
-    from mimir.host.interp import HostChecker
+
+class KernelCaller(Protocol):
+    """What checking a kernel call asks of the interpreter (`HostChecker` is one)."""
+
+    info: ModuleInfo
+    kernels: dict[str, KernelDef]
+
+    def need(self, cond: Any, code: str, message: str, shapes: tuple = ()) -> None: ...
+
+    def report(self, err: RefutedError, node: ast.AST) -> None: ...
 
 
-def kernel_call(hc: HostChecker, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
+def kernel_call(hc: KernelCaller, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
     kernel = hc.kernels[name].node
     params = kernel.args.args
     call = node if isinstance(node, ast.Call) else None
@@ -137,7 +147,7 @@ def _result(ret: TensorAnnotation, binding: dict) -> TensorV:
     return TensorV(shape, dtype, "mimir")
 
 
-def _dim_constraints(hc: HostChecker, d: Dim, size: Sym, pname: str, kernel: str) -> None:
+def _dim_constraints(hc: KernelCaller, d: Dim, size: Sym, pname: str, kernel: str) -> None:
     conds = [size.term >= d.min]
     if d.max is not None:
         conds.append(size.term <= d.max)
@@ -166,7 +176,7 @@ def _substitute(d: Any, binding: dict) -> Any:
 
 
 def _report_at(
-    hc: HostChecker, src: ast.AST | None, node: ast.AST | None, err: RefutedError
+    hc: KernelCaller, src: ast.AST | None, node: ast.AST | None, err: RefutedError
 ) -> None:
     at = src if src is not None else node
     if at is not None:

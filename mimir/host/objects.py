@@ -1,0 +1,133 @@
+"""Classes and instances in host code: building an object from its `__init__`, reading
+class attributes and methods through the bases, `super()`, and a class that derives from
+a `torch.nn` layer (`class Linear(nn.Linear)`), whose layer is built from the arguments
+its `__init__` passes up.
+
+`HostChecker` mixes this in.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from mimir.host import nn
+from mimir.host.values import (
+    UNKNOWN,
+    ApiV,
+    ClassV,
+    FuncV,
+    IntV,
+    LayerV,
+    MethodV,
+    ObjectV,
+    PartialV,
+    StrV,
+    SuperV,
+)
+
+BUILD_LAYER = "<build layer>"  # `super().__init__(...)` of a class over a `torch.nn` layer
+
+
+class Objects:
+    """Classes and instances; `HostChecker` inherits them."""
+
+    def _super(self, args: list) -> Any:
+        if args or not self._current:
+            return UNKNOWN
+        fn, owner = self._current[-1]
+        if self._classes is None:
+            self._classes = {
+                id(f): c
+                for c in ast.walk(self.info.tree)
+                if isinstance(c, ast.ClassDef)
+                for f in c.body
+                if isinstance(f, ast.FunctionDef)
+            }
+        cls = self._classes.get(id(fn))
+        if cls is None or not isinstance(owner, ObjectV):
+            return UNKNOWN
+        return SuperV(cls, owner)
+
+    def super_attribute(self, sup: SuperV, attr: str) -> Any:
+        """`super().forward`: the method of a base class, or of the `torch.nn` layer below."""
+        for base in sup.cls.bases:
+            if isinstance(base, ast.Name) and isinstance(self.globals.get(base.id), ClassV):
+                found = self._method(self.globals[base.id].node, attr)
+                if found is not None:
+                    return FuncV(found, sup.obj)
+        if attr == "__init__":
+            kind = self._layer_base(sup.cls)
+            if kind is not None:
+                return PartialV(ApiV(BUILD_LAYER), (sup.obj, StrV(kind)), ())
+        if isinstance(sup.obj.layer, LayerV):
+            if attr == "forward":
+                return sup.obj.layer
+            return MethodV(sup.obj.layer, attr)
+        return UNKNOWN
+
+    def _layer_base(self, cls: ast.ClassDef, seen: int = 0) -> str | None:
+        """The `torch.nn` layer a class derives from, directly or through its bases."""
+        for base in cls.bases:
+            name = self.qualname(base)
+            if name and name.startswith("torch.nn.") and name.rsplit(".", 1)[-1] in nn.PARAMS:
+                return name.rsplit(".", 1)[-1]
+            if isinstance(base, ast.Name) and isinstance(self.globals.get(base.id), ClassV):
+                if seen < 8:
+                    found = self._layer_base(self.globals[base.id].node, seen + 1)
+                    if found is not None:
+                        return found
+        return None
+
+    def build_layer(self, obj: ObjectV, kind: str, args: list | None, kwargs: dict) -> None:
+        """`obj`'s `torch.nn` base built from `args` (free sizes when no call says)."""
+        if args is None:
+            args = [IntV(self.free_size(p)) for p in nn.PARAMS[kind] if p in nn.SIZES]
+            kwargs = {}
+        text = f"{obj.cls.name}(...)"
+        obj.layer = LayerV(kind, list(args), dict(kwargs), text, span=self.src.span(obj.cls))
+
+    def instantiate(
+        self, cls: ClassV, args: list | None, kwargs: dict, standalone: bool = False
+    ) -> Any:
+        if not standalone:
+            self.instantiated.add(id(cls.node))
+        obj = ObjectV(cls.node)
+        init = self._method(cls.node, "__init__")
+        if init is not None:
+            self.call_function(FuncV(init, obj), None, args, kwargs, standalone=standalone)
+        else:
+            kind = self._layer_base(cls.node)
+            if kind is not None:  # `class Linear(nn.Linear)` with the layer's own __init__
+                self.build_layer(obj, kind, args, kwargs)
+        return obj
+
+    def _class_attr(self, cls: ast.ClassDef, name: str, seen: int = 0) -> Any:
+        """A class-level binding (`expansion = 1`), evaluated in the module's scope."""
+        for stmt in cls.body:
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and stmt.targets[0].id == name
+            ):
+                return self.expr(stmt.value, self.globals)
+        for base in cls.bases:
+            if seen < 8 and isinstance(base, ast.Name):
+                parent = self.globals.get(base.id)
+                if isinstance(parent, ClassV):
+                    return self._class_attr(parent.node, name, seen + 1)
+        return None
+
+    def _method(self, cls: ast.ClassDef, name: str, seen: int = 0) -> ast.FunctionDef | None:
+        for stmt in cls.body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
+                return stmt
+        if seen > 8:
+            return None
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and isinstance(self.globals.get(base.id), ClassV):
+                found = self._method(self.globals[base.id].node, name, seen + 1)
+                if found is not None:
+                    return found
+        return None
