@@ -158,6 +158,9 @@ class Modular:
         required = len(positional) > len(a.defaults) or any(d is None for d in a.kw_defaults)
         if not required:
             return None
+        needed = positional[: len(positional) - len(a.defaults)]
+        if any(p.arg in CONFIG_NAMES for p in needed):
+            return None  # a configuration object is never written as a literal
         names = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
         accepts = None if a.kwarg is not None else names
         try:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+from collections import deque
 from dataclasses import fields
 from pathlib import Path
 
@@ -49,10 +50,12 @@ class Project:
         self.overlay = {str(Path(p).resolve()): t for p, t in (overlay or {}).items()}
         self._texts: dict[Path, str | None] = {}
         self._trees: dict[Path, ast.Module | None] = {}
-        self._exports: dict[Path, ModuleInfo | None] = {}
+        # (module, the import statements read) -> what it exports
+        self._exports: dict[tuple[Path, frozenset[int] | None], ModuleInfo | None] = {}
+        self._reading: set[Path] = set()  # modules being read: an import cycle is cut there
         self._graph = nx.DiGraph()
         self._explored: set[Path] = set()
-        self._component: dict[Path, int] = {}
+        self._import_lists: dict[Path, list[Path]] = {}
         self._opaque: set[Path] = set()  # modules with a `*` import Mimir cannot see into
 
     # -- reading
@@ -124,21 +127,15 @@ class Project:
 
     def _explore(self, start: Path) -> None:
         todo = [start.resolve()]
-        grew = False
         while todo:
             p = todo.pop()
             if p in self._explored:
                 continue
             self._explored.add(p)
             self._graph.add_node(p)
-            grew = True
-            for q in self.imports(p):
+            for q in self._imports_of(p):
                 self._graph.add_edge(p, q)
                 todo.append(q)
-        if grew:
-            for k, comp in enumerate(nx.strongly_connected_components(self._graph)):
-                for p in comp:
-                    self._component[p] = k
 
     def reachable(self, path: Path) -> set[Path]:
         """Every project module `path` imports, directly or through others (not itself)."""
@@ -147,14 +144,34 @@ class Project:
         return nx.descendants(self._graph, path)
 
     def cycle(self, importer: Path, imported: Path) -> list[Path] | None:
-        """The cycle `importer -> imported -> ... -> importer`, when the import closes one."""
+        """The cycle `importer -> imported -> ... -> importer`, when the import closes one
+        (the shortest way back). Only the modules `imported` reaches are read, not
+        everything the importer imports."""
         a, b = importer.resolve(), imported.resolve()
-        self._explore(a)
         if a == b:
             return [a, a]
-        if self._component.get(a) != self._component.get(b):
-            return None
-        return [a, *nx.shortest_path(self._graph, b, a)]
+        back: dict[Path, Path | None] = {b: None}
+        todo = deque([b])
+        while todo:
+            p = todo.popleft()
+            for q in self._imports_of(p):
+                if q in back:
+                    continue
+                back[q] = p
+                if q == a:
+                    way: list[Path] = []
+                    at: Path | None = a
+                    while at is not None:
+                        way.append(at)
+                        at = back[at]
+                    return [a, *reversed(way)]
+                todo.append(q)
+        return None
+
+    def _imports_of(self, path: Path) -> list[Path]:
+        if path not in self._import_lists:
+            self._import_lists[path] = self.imports(path)
+        return self._import_lists[path]
 
     def digest(self, path: Path) -> str:
         """A hash of the text of every project module `path` depends on."""
@@ -165,22 +182,38 @@ class Project:
 
     # -- what a module exports
 
-    def exports(self, path: Path) -> ModuleInfo | None:
-        """The imported module as read (with its own imports resolved); None if unreadable."""
+    def exports(self, path: Path, wanted: frozenset[str] | None = None) -> ModuleInfo | None:
+        """The imported module as read; None if unreadable, or if it is being read (an
+        import cycle: it brings nothing there, and `_Importer.reachable` reports a cycle
+        that hides facts). `wanted`: the names the importer asks for. Only the module's
+        own imports that can bind what those names and its module-level facts read are
+        followed (`_chosen`), so importing one name from a package whose `__init__`
+        imports everything reads the one module that defines it, not the package."""
         path = path.resolve()
-        if path not in self._exports:
-            self._exports[path] = None  # a cycle reaching here is cut (and reported) elsewhere
-            tree = self.tree(path)
-            if tree is not None:
+        tree = self.tree(path)
+        if tree is None:
+            return None
+        chosen = None if wanted is None else _chosen(tree, wanted)
+        key = (path, chosen)
+        if key not in self._exports:
+            if path in self._reading:
+                return None
+            self._reading.add(path)
+            try:
                 source = SourceFile(_shown(path), self.text(path) or "")
-                self._exports[path] = read_module(source, tree, self.resolver(path))
-        return self._exports[path]
+                self._exports[key] = read_module(source, tree, self.resolver(path, chosen))
+            finally:
+                self._reading.discard(path)
+        return self._exports[key]
 
-    def resolver(self, path: Path) -> ImportResolver:
+    def resolver(self, path: Path, chosen: frozenset[int] | None = None) -> ImportResolver:
+        """Resolves each import statement as `read_module` meets it (only those whose id is
+        in `chosen`, when given)."""
         importer = Path(path).resolve()
 
         def resolve(info: ModuleInfo, stmt: ast.Import | ast.ImportFrom) -> None:
-            _Importer(self, importer, info).statement(stmt)
+            if chosen is None or id(stmt) in chosen:
+                _Importer(self, importer, info).statement(stmt)
 
         return resolve
 
@@ -211,27 +244,39 @@ class _Importer:
             return False
         if target.path is None:
             return False
+        if not self.hides_facts(stmt, target.path):
+            # nothing Mimir reads is lost to a cycle: the import graph is not walked (a
+            # module read again while it is being read brings nothing, see `exports`)
+            return True
         cycle = self.project.cycle(self.importer, target.path)
         if cycle is not None:
-            if self.hides_facts(stmt, target.path):
-                names = " -> ".join(f"`{self.project.module_name(p)}`" for p in cycle)
-                self.problem("GPU080", f"import cycle: {names}", stmt)
+            names = " -> ".join(f"`{self.project.module_name(p)}`" for p in cycle)
+            self.problem("GPU080", f"import cycle: {names}", stmt)
             return False
         return True
 
     def hides_facts(self, stmt: ast.stmt, path: Path) -> bool:
         """Whether a cycle keeps from the importer something Mimir reads: a `Dim`, an int
         constant, a `@gpu` kernel or a name from mimir. A cycle that imports only what
-        Mimir does not read (a helper function of a PyTorch package) loses nothing."""
+        Mimir does not read (a helper function of a PyTorch package) loses nothing; a
+        module imported whole (`import m`, `from pkg import m`) loses only the facts the
+        importer reads as `m.NAME`."""
         tree = self.project.tree(path)
         if tree is None:
             return True
         facts = _fact_names(tree)
+        if not facts:
+            return False
         if isinstance(stmt, ast.ImportFrom) and not any(a.name == "*" for a in stmt.names):
-            if any(a.name == path.stem for a in stmt.names):  # `from . import m`: the module
-                return bool(facts)
-            return any(a.name in facts for a in stmt.names)
-        return bool(facts)
+            whole = [a for a in stmt.names if a.name == path.stem]
+            if not whole:
+                return any(a.name in facts for a in stmt.names)
+            return any(facts & _attributes_of(self.info.tree, a.asname or a.name) for a in whole)
+        if isinstance(stmt, ast.Import):
+            return any(
+                facts & _attributes_of(self.info.tree, a.asname or a.name) for a in stmt.names
+            )
+        return True
 
     def statement(self, stmt: ast.Import | ast.ImportFrom) -> None:
         targets = self.project.targets(self.importer, stmt)
@@ -264,8 +309,10 @@ class _Importer:
             if any(a.name == "*" for a in stmt.names):
                 self.project._opaque.add(self.importer)
             return
-        exports = self.project.exports(module.path)
-        if exports is None:  # its own check reports why (GPU001/GPU002)
+        wanted = frozenset(a.name for a in stmt.names if a.name != "*")
+        star = any(a.name == "*" for a in stmt.names)
+        exports = self.project.exports(module.path, None if star else wanted)
+        if exports is None:  # its own check reports why (GPU001/GPU002), or a cycle
             return
         for alias in stmt.names:
             if alias.name == "*":
@@ -293,9 +340,18 @@ class _Importer:
         `bring` binds an imported name, so annotations, kernels and host code read it
         as they read `from pkg.dims import N`.
         """
-        exports = self.project.exports(path)
-        if exports is not None:
-            _ModuleAttributes(self, prefix, exports).visit(self.info.tree)
+        used = _attributes_of(self.info.tree, prefix)
+        exports = self.project.exports(path, used)
+        if exports is None or used.isdisjoint(exports.module_names):
+            return
+        for parent, name, index, node in _attribute_sites(self.info.tree).get(prefix, ()):
+            local = f"{prefix}.{node.attr}"
+            if self.bring(exports, node.attr, local):
+                new = ast.copy_location(ast.Name(id=local, ctx=node.ctx), node)
+                if index is None:
+                    setattr(parent, name, new)
+                else:
+                    getattr(parent, name)[index] = new
 
     def bring(self, exports: ModuleInfo, name: str, local: str) -> bool:
         """Copy what `name` means in `exports` to `local` here; False when it is not bound.
@@ -343,20 +399,6 @@ class _Importer:
         for name in sorted(names):
             self.info.module_names.add(name)
             self.bring(exports, name, name)
-
-
-class _ModuleAttributes(ast.NodeTransformer):
-    """Rewrites `prefix.NAME`, for a name the imported module binds, into one name."""
-
-    def __init__(self, importer: _Importer, prefix: str, exports: ModuleInfo) -> None:
-        self.importer, self.prefix, self.exports = importer, prefix, exports
-
-    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:  # noqa: N802
-        if dotted_name(node.value) == self.prefix:
-            local = f"{self.prefix}.{node.attr}"
-            if self.importer.bring(self.exports, node.attr, local):
-                return ast.copy_location(ast.Name(id=local, ctx=node.ctx), node)
-        return self.generic_visit(node)
 
 
 def _all_of(info: ModuleInfo) -> list[str] | None:
@@ -424,6 +466,68 @@ def _fact_names(tree: ast.Module) -> set[str]:
         elif isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("mimir"):
             out |= {a.asname or a.name for a in stmt.names}
     return out
+
+
+_Site = tuple[ast.AST, str, "int | None", ast.Attribute]
+
+
+def _attribute_sites(tree: ast.Module) -> dict[str, list[_Site]]:
+    """Where `tree` reads an attribute of a dotted name, by that name: each `d.N` with its
+    parent, the parent's field and the index in it (to rewrite it in place). Made once per
+    tree: a module imported whole rewrites only these nodes, never walking the tree again."""
+    table = getattr(tree, "_mimir_attribute_sites", None)
+    if table is None:
+        table = {}
+        for parent in ast.walk(tree):
+            for name, value in ast.iter_fields(parent):
+                items = enumerate(value) if isinstance(value, list) else ((None, value),)
+                for index, node in items:
+                    if isinstance(node, ast.Attribute):
+                        base = dotted_name(node.value)
+                        if base is not None:
+                            table.setdefault(base, []).append((parent, name, index, node))
+        tree._mimir_attribute_sites = table  # type: ignore[attr-defined]
+    return table
+
+
+def _attributes_of(tree: ast.Module, prefix: str) -> frozenset[str]:
+    """The attributes `tree` reads of the dotted name `prefix` (`d.N` of `import pkg.dims as
+    d`)."""
+    return frozenset(site[3].attr for site in _attribute_sites(tree).get(prefix, ()))
+
+
+def _chosen(tree: ast.Module, wanted: frozenset[str]) -> frozenset[int] | None:
+    """The ids of the top-level imports of a module that can bind a name `wanted` asks
+    for or that one of its module-level assignments reads (a `Dim`, a size computed from
+    imported ones); None (every import) when the module holds a kernel, reads
+    `mimir`, or a wanted name is a function (a kernel may inline it, reading any name
+    of its module). A `*` import is always followed: what it binds is not written."""
+    needed = set(wanted)
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            if stmt.value is not None:
+                needed |= {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+        elif isinstance(stmt, ast.FunctionDef) and (
+            stmt.name in wanted
+            or any(
+                (dotted_name(d.func if isinstance(d, ast.Call) else d) or "").endswith("gpu")
+                for d in stmt.decorator_list
+            )
+        ):
+            return None
+        elif isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("mimir"):
+            return None
+    chosen: set[int] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom) and any(
+            a.name == "*" or (a.asname or a.name) in needed for a in stmt.names
+        ):
+            chosen.add(id(stmt))
+        elif isinstance(stmt, ast.Import) and any(
+            (a.asname or a.name).split(".")[0] in needed for a in stmt.names
+        ):
+            chosen.add(id(stmt))
+    return frozenset(chosen)
 
 
 _PARSED: dict[tuple[str, str], ast.Module | None] = {}  # (path, text) -> tree, for this process
