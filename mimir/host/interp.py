@@ -195,6 +195,9 @@ class HostChecker(Statements, Objects, Library, Symbolic, Modular, PyBuiltins):
     def report(self, err: RefutedError, node: ast.AST) -> None:
         if self.quiet:
             return
+        if self.captured is not None:  # a probe: kept apart, reported or not as a whole
+            self.captured.append((err, node))
+            return
         span = self.src.span(node)
         key = (span.line, span.column, err.code)
         if key in self.found or any(k[:2] == (span.line, span.column) for k in self.found):
@@ -859,9 +862,11 @@ class HostChecker(Statements, Objects, Library, Symbolic, Modular, PyBuiltins):
                     self._assume(cond)
                 return result
         before = self.path
+        # a standalone run of a method with some parameters given (`Modular.probe_ranks`)
+        overrides = self.overrides.pop(id(fn), None) if standalone else None
         # A call that passes nothing the interpreter knows gives what the last such call gave.
         memo = None
-        if all(uninformative(v) for v in [*(args or []), *kwargs.values()]):
+        if overrides is None and all(uninformative(v) for v in [*(args or []), *kwargs.values()]):
             memo = (id(fn), id(f.owner), args is None, len(args or []), tuple(sorted(kwargs)))
             if memo in self._memo:
                 return self._memo[memo]
@@ -887,6 +892,8 @@ class HostChecker(Statements, Objects, Library, Symbolic, Modular, PyBuiltins):
                 value = positional[k]
             elif p.arg in kwargs:
                 value = kwargs[p.arg]
+            elif args is None and overrides and p.arg in overrides:
+                value = overrides[p.arg]
             elif args is None:
                 value = self.param_value(fn, p, default, f.owner)
             elif default is not None:
@@ -896,6 +903,8 @@ class HostChecker(Statements, Objects, Library, Symbolic, Modular, PyBuiltins):
             if isinstance(value, TensorV) and value.shape is None:
                 value = self.new_origin(value)
             env[p.arg] = value
+        if standalone:
+            self.last_params = dict(env)
         if fn.args.vararg is not None:
             env[fn.args.vararg.arg] = UNKNOWN
         if fn.args.kwarg is not None:

@@ -33,6 +33,7 @@ from mimir.host.values import (
     FloatV,
     FuncV,
     IntV,
+    LayerV,
     NoneV,
     ObjectV,
     OptionalV,
@@ -72,6 +73,9 @@ class Modular:
         self._listed: dict[str, Any] = {}  # project root -> its files, for stated calls
         self._configs: dict[int, ObjectV] = {}
         self._stating: list[Label] = []  # labels of stated configurations met while building
+        self.overrides: dict[int, dict[str, Any]] = {}  # function -> parameters given to a probe
+        self.last_params: dict[str, Any] = {}  # what the last standalone run bound
+        self.captured: list[tuple[Any, ast.AST]] | None = None  # a probe's findings
 
     # ------------------------------------------------------------ orchestration
 
@@ -97,6 +101,8 @@ class Modular:
                 self.check_def(fn, ClassV(cls), ())
             elif isinstance(obj, ObjectV):
                 self.check_def(fn, obj, stated, built)
+                if fn.name == "forward":
+                    self.probe_ranks(cls, fn, obj, stated, built)
 
     def check_def(
         self, fn: ast.FunctionDef, owner: Any, stated: tuple[Label, ...], start: Path | None = None
@@ -110,6 +116,71 @@ class Modular:
         finally:
             self.path = Path()
             self.stated = ()
+
+    def probe_ranks(
+        self,
+        cls: ast.ClassDef,
+        fn: ast.FunctionDef,
+        obj: ObjectV,
+        stated: tuple[Label, ...],
+        built: Path,
+    ) -> None:
+        """`forward` of a module whose layers are all of one spatial kind (`Conv2d`,
+        `BatchNorm2d`, `MaxPool2d`, ...) takes a batch of that kind (4-d for 2-d layers)
+        or one item (3-d): its input has one of those ranks, when that agrees with what
+        the code already demanded of it (`x.mean((2, 3))` demands 4 dims or more). The
+        method is run again for each such rank; what it finds is reported only when it
+        fails for every one of them (then the batched form's findings), since a rank
+        under which it runs clean may be the one the module is meant for."""
+        params = [p.arg for p in [*fn.args.posonlyargs, *fn.args.args][1:]]
+        value = next(
+            (
+                self.last_params.get(p)
+                for p in params
+                if isinstance(self.last_params.get(p), TensorV)
+                and self.last_params[p].shape is None
+            ),
+            None,
+        )
+        if value is None:
+            return
+        name = next(p for p in params if self.last_params.get(p) is value)
+        ranks = _input_ranks(obj)
+        least = max(
+            len(value.tail), _rank_read(fn, name), *(len(t) for t in self._rank_evidence(value))
+        )
+        ranks = [r for r in ranks if r >= least and (value.max_rank or r) >= r]
+        if not ranks or self.steps > self.budget:
+            return
+        found: list[tuple[int, list[tuple[Any, ast.AST]]]] = []
+        outer = self.captured
+        for rank in ranks:
+            shape = tuple(self.free_size(f"{name}.shape[{k}]") for k in range(rank))
+            self.overrides[id(fn)] = {name: TensorV(shape, value.dtype, value.lib)}
+            self.captured = []
+            try:
+                self.check_def(fn, obj, stated, built)
+            finally:
+                self.overrides.pop(id(fn), None)
+                run, self.captured = self.captured, outer
+            if not run:
+                return  # it runs clean for some rank its layers take
+            found.append((rank, run))
+        rank, run = found[-1]
+        kinds = ", ".join(f"{r}-d" for r, _ in found)
+        why = (
+            f"the layers of `{cls.name}` take a {kinds} input, and `{fn.name}` fails for "
+            f"every such input (shown: {rank}-d)"
+        )
+        for err, node in run:
+            err.why = err.why or why
+            self.report(err, node)
+
+    def _rank_evidence(self, t: TensorV) -> list[list[Any]]:
+        """The first and last axes the code read of a tensor of unknown rank."""
+        if t.origin is None:
+            return []
+        return [self._heads.get(t.origin, []), self._tails.get(t.origin, [])]
 
     def instance_of(self, cls: ast.ClassDef) -> tuple[Any, tuple[Label, ...]]:
         """The instance every method of `cls` is checked on, and the labels of what it
@@ -261,6 +332,109 @@ class Modular:
                 Label(self.src.span(cls), f"the sizes checked are `{cls.name}()`'s defaults")
             )
         return obj
+
+
+# The spatial dims of the layers that say what rank their input has: 1-d layers take
+# (N, C, L) or (C, L), 2-d ones (N, C, H, W) or (C, H, W), 3-d ones one more.
+_SPATIAL = {
+    **{
+        f"{k}{d}d": d
+        for d in (1, 2, 3)
+        for k in (
+            "Conv",
+            "ConvTranspose",
+            "MaxPool",
+            "AvgPool",
+            "AdaptiveAvgPool",
+            "AdaptiveMaxPool",
+            "InstanceNorm",
+            "BatchNorm",
+            "LazyConv",
+            "ReflectionPad",
+            "ReplicationPad",
+            "ZeroPad",
+        )
+    },
+}
+_BATCHED = {"BatchNorm2d": 4, "BatchNorm3d": 5}  # these refuse an unbatched input
+
+
+def _input_ranks(obj: ObjectV) -> list[int]:
+    """The ranks the input of a module built as `obj` can have, by its layers: empty when
+    it holds no spatial layer or layers of two spatial kinds."""
+    dims: set[int] = set()
+    batched = False
+    seen: set[int] = set()
+
+    def visit(v: Any, depth: int) -> None:
+        nonlocal batched
+        if id(v) in seen or depth > 4:
+            return
+        seen.add(id(v))
+        if isinstance(v, LayerV):
+            if v.kind in _SPATIAL:
+                dims.add(_SPATIAL[v.kind])
+                batched = batched or v.kind in _BATCHED
+            for item in [*v.items, *v.named.values()]:
+                visit(item, depth + 1)
+        elif isinstance(v, ObjectV):
+            for item in v.attrs.values():
+                visit(item, depth + 1)
+            if v.layer is not None:
+                visit(v.layer, depth + 1)
+
+    for v in obj.attrs.values():
+        visit(v, 0)
+    if len(dims) != 1:
+        return []
+    d = dims.pop()
+    return [d + 2] if batched else [d + 1, d + 2]
+
+
+_BY_DIM = {
+    "mean", "sum", "amax", "amin", "max", "min", "std", "var", "norm", "softmax",
+    "log_softmax", "size", "transpose", "flatten", "unsqueeze", "squeeze", "chunk",
+    "split", "narrow", "cumsum", "prod", "argmax", "argmin", "logsumexp", "flip",
+}  # fmt: skip
+
+
+def _rank_read(fn: ast.FunctionDef, name: str) -> int:
+    """The least rank `fn`'s own reads of parameter `name` demand: `x.mean((2, 3))`,
+    `x.shape[3]`, `x.size(-4)` name an axis that must exist."""
+    least = 0
+
+    def axes(node: ast.expr | None) -> list[int]:
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List)) else [node]
+        out = []
+        for item in items:
+            if isinstance(item, ast.UnaryOp) and isinstance(item.op, ast.USub):
+                item = item.operand
+                if isinstance(item, ast.Constant) and type(item.value) is int:
+                    out.append(item.value)
+            elif isinstance(item, ast.Constant) and type(item.value) is int:
+                out.append(item.value + 1)
+        return out
+
+    for n in ast.walk(fn):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == name
+            and n.func.attr in _BY_DIM
+        ):
+            read = [*(axes(a) for a in n.args[:1])]
+            read += [axes(k.value) for k in n.keywords if k.arg == "dim"]
+            least = max([least, *(x for r in read for x in r)])
+        elif (
+            isinstance(n, ast.Subscript)
+            and isinstance(n.value, ast.Attribute)
+            and n.value.attr == "shape"
+            and isinstance(n.value.value, ast.Name)
+            and n.value.value.id == name
+        ):
+            least = max([least, *axes(n.slice)])
+    return least
 
 
 def _literal(value: Any) -> Any:

@@ -103,13 +103,21 @@ class Objects:
         return obj
 
     def _class_attr(self, cls: ast.ClassDef, name: str, seen: int = 0) -> Any:
-        """A class-level binding (`expansion = 1`), evaluated in the module's scope."""
+        """A class-level binding (`expansion = 1`, `expansion: int = 4`), evaluated in the
+        module's scope."""
         for stmt in cls.body:
             if (
                 isinstance(stmt, ast.Assign)
                 and len(stmt.targets) == 1
                 and isinstance(stmt.targets[0], ast.Name)
                 and stmt.targets[0].id == name
+            ):
+                return self.expr(stmt.value, self.globals)
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and stmt.value is not None
+                and isinstance(stmt.target, ast.Name)
+                and stmt.target.id == name
             ):
                 return self.expr(stmt.value, self.globals)
         for base in cls.bases:
