@@ -450,8 +450,11 @@ class HostChecker(Statements, Objects, Library, Symbolic, Modular, PyBuiltins):
                 if value is not None:
                     return value
             if method is not None:
-                if any(decorator_name(d) == "property" for d in method.decorator_list):
+                kinds = {decorator_name(d) for d in method.decorator_list}
+                if "property" in kinds:
                     return self.call_function(FuncV(method, base), node, [], {})
+                if "staticmethod" in kinds:  # `self.helper(x)`: no instance is passed
+                    return FuncV(method, None)
                 return FuncV(method, base)
             if isinstance(base.layer, LayerV):
                 return self.attribute(node, base.layer)

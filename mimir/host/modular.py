@@ -23,6 +23,7 @@ from typing import Any
 
 from mimir.diagnostics.diagnostic import Label, Span
 from mimir.host.assume import Path
+from mimir.host.configs import imported_config
 from mimir.host.flow import constant, decorator_name
 from mimir.host.stated import StatedCall, literal_call
 from mimir.host.values import (
@@ -76,6 +77,7 @@ class Modular:
         self.overrides: dict[int, dict[str, Any]] = {}  # function -> parameters given to a probe
         self.last_params: dict[str, Any] = {}  # what the last standalone run bound
         self.captured: list[tuple[Any, ast.AST]] | None = None  # a probe's findings
+        self._imported_config: Any = False  # not looked for yet
 
     # ------------------------------------------------------------ orchestration
 
@@ -269,7 +271,7 @@ class Modular:
         if value is UNKNOWN and annotation is None:
             if in_init:
                 if p.arg in CONFIG_NAMES:
-                    return ConfigV(p.arg)
+                    return self.imported_config_instance(p.arg)
                 return IntV(self.free_size(p.arg), loose=True)
             value = TensorV(None)
         return OptionalV(value) if optional and value is not UNKNOWN else value
@@ -310,6 +312,23 @@ class Modular:
             and all(f.value is not None for f in _fields(v.node).values())
         ]
         return found[0] if len(found) == 1 else None
+
+    def imported_config_instance(self, name: str) -> ConfigV:
+        """`config` built from the defaults of the one configuration class the module
+        imports from its project (`mimir.host.configs`); else a configuration nobody
+        stated, every attribute a free size."""
+        if self._imported_config is False:
+            self._imported_config = imported_config(self.src.path, self.info.tree)
+        found = self._imported_config
+        if found is None:
+            return ConfigV(name)
+        attrs = {k: constant(v) for k, v in found.defaults.items()}
+        attrs = {k: v for k, v in attrs.items() if v is not UNKNOWN}
+        if found.span is not None:
+            self._stating.append(
+                Label(found.span, f"the sizes checked are `{found.name}()`'s defaults")
+            )
+        return ConfigV(name, attrs, dict(found.aliases))
 
     def config_instance(self, cls: ast.ClassDef) -> ObjectV:
         """The dataclass `cls` as its defaults state it; a field without one is a free size."""

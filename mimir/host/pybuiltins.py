@@ -273,6 +273,7 @@ class PyBuiltins:
         return UNKNOWN
 
     def config_attribute(self, config: ConfigV, name: str) -> Any:
+        name = config.aliases.get(name, name)
         if name not in config.attrs:
             config.attrs[name] = IntV(self.free_size(f"{config.name}.{name}"), loose=True)
         return config.attrs[name]

@@ -255,6 +255,8 @@ def elementwise(cx: Ctx, *operands: Any, dtype: str | None = "promote") -> Any:
         last = o.last if isinstance(o, TensorV) else ()
         tails.append(tuple(last[len(last) - depth :]) if depth and len(last) > depth else last)
     tail = broadcast(cx, *tails) if depth else ()
+    if tail is not None:
+        tail = (*_sure_sizes(operands, len(tail)), *tail)
     origins = {t.origin for t in unknown}
     others = [o for o in operands if not (isinstance(o, TensorV) and o.shape is None)]
     keep = len(origins) == 1 and None not in origins and all(operand_shape(o) == () for o in others)
@@ -262,6 +264,22 @@ def elementwise(cx: Ctx, *operands: Any, dtype: str | None = "promote") -> Any:
     most = None if None in ranks else max(r for r in ranks if r is not None)
     origin = unknown[0].origin if keep else None
     return TensorV(None, dtype, lib, tuple(tail or ()), origin, most)
+
+
+def _sure_sizes(operands: tuple, depth: int) -> list[Size]:
+    """Sizes past the `depth` last axes every operand has, that any broadcast which
+    succeeds must give: where the operands that have that axis all give one literal size
+    (other than 1), so does the result, whatever an operand of unknown rank holds there
+    (its size there is that one or 1, or the broadcast fails)."""
+    lasts = [o.last for o in operands if isinstance(o, TensorV)]
+    out: list[Size] = []
+    for k in range(depth + 1, max((len(last) for last in lasts), default=0) + 1):
+        known = [literal(last[-k]) for last in lasts if len(last) >= k]
+        big = {n for n in known if n != 1}
+        if None in known or len(big) != 1:
+            break
+        out.append(const(big.pop()))
+    return out[::-1]
 
 
 # ---------------------------------------------------------------- linear algebra

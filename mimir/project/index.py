@@ -258,25 +258,16 @@ class _Importer:
     def hides_facts(self, stmt: ast.stmt, path: Path) -> bool:
         """Whether a cycle keeps from the importer something Mimir reads: a `Dim`, an int
         constant, a `@gpu` kernel or a name from mimir. A cycle that imports only what
-        Mimir does not read (a helper function of a PyTorch package) loses nothing; a
-        module imported whole (`import m`, `from pkg import m`) loses only the facts the
-        importer reads as `m.NAME`."""
+        Mimir does not read (a helper function of a PyTorch package) loses nothing."""
         tree = self.project.tree(path)
         if tree is None:
             return True
         facts = _fact_names(tree)
-        if not facts:
-            return False
         if isinstance(stmt, ast.ImportFrom) and not any(a.name == "*" for a in stmt.names):
-            whole = [a for a in stmt.names if a.name == path.stem]
-            if not whole:
-                return any(a.name in facts for a in stmt.names)
-            return any(facts & _attributes_of(self.info.tree, a.asname or a.name) for a in whole)
-        if isinstance(stmt, ast.Import):
-            return any(
-                facts & _attributes_of(self.info.tree, a.asname or a.name) for a in stmt.names
-            )
-        return True
+            if any(a.name == path.stem for a in stmt.names):  # `from . import m`: the module
+                return bool(facts)
+            return any(a.name in facts for a in stmt.names)
+        return bool(facts)
 
     def statement(self, stmt: ast.Import | ast.ImportFrom) -> None:
         targets = self.project.targets(self.importer, stmt)
