@@ -132,6 +132,29 @@ PROJECTS = (
     ),
 )
 
+# The sweep: every Python file under these folders of each project is checked unmodified
+# (`benchmarks/torch_corpus.py --real SOURCES --sweep`): any diagnostic is looked at, any
+# exception is an internal error. meta-llama/llama is swept only.
+SWEPT = (Project("meta-llama/llama", "689c7f261b9c5514636ecc3c5fefefcbb3e6eed7", "", ()),)
+SWEEP = {
+    "openai/whisper": ("",),
+    "karpathy/nanoGPT": ("",),
+    "karpathy/minGPT": ("",),
+    "karpathy/llama2.c": ("",),
+    "meta-llama/llama": ("",),
+    "lucidrains/vit-pytorch": ("",),
+    "huggingface/pytorch-image-models": ("timm/",),
+    "huggingface/diffusers": ("src/diffusers/models/",),
+    "pytorch/vision": ("torchvision/models/", "torchvision/ops/"),
+    "huggingface/transformers": (
+        "transformers/models/gpt2/",
+        "transformers/models/bert/",
+        "transformers/models/t5/",
+        "transformers/models/vit/",
+        "transformers/models/llama/",
+    ),
+}
+
 _WHISPER = """
 dims = m.ModelDimensions(80, 1500, 384, 6, 2, 51865, 448, 384, 6, 2)
 model = m.Whisper(dims)

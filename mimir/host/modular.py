@@ -417,9 +417,39 @@ _BY_DIM = {
 }  # fmt: skip
 
 
+_STATES_RANK = 1 << 20  # more than any rank: the code says the rank itself, nothing is probed
+
+
+def _states_rank(n: ast.AST, name: str) -> bool:
+    """`b, c, h, w = x.shape`, `x.size()` unpacked, `x.permute(...)`, `x.dim()`, `x.ndim`:
+    the code states (or dispatches on) the rank of `name` itself, whatever its layers are
+    (a video's 5 dims folded into a `Conv2d`'s 4)."""
+
+    def of_name(e: ast.expr) -> bool:
+        if isinstance(e, ast.Attribute) and e.attr in ("shape", "ndim"):
+            return isinstance(e.value, ast.Name) and e.value.id == name
+        return (
+            isinstance(e, ast.Call)
+            and isinstance(e.func, ast.Attribute)
+            and e.func.attr in ("size", "dim", "ndimension", "permute")
+            and isinstance(e.func.value, ast.Name)
+            and e.func.value.id == name
+            and (e.func.attr != "size" or not e.args)
+        )
+
+    if isinstance(n, ast.Assign) and isinstance(n.targets[0], (ast.Tuple, ast.List)):
+        return of_name(n.value)
+    if isinstance(n, ast.Attribute) and n.attr == "ndim":
+        return of_name(n)
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+        return n.func.attr in ("dim", "ndimension", "permute") and of_name(n)
+    return False
+
+
 def _rank_read(fn: ast.FunctionDef, name: str) -> int:
     """The least rank `fn`'s own reads of parameter `name` demand: `x.mean((2, 3))`,
-    `x.shape[3]`, `x.size(-4)` name an axis that must exist."""
+    `x.shape[3]`, `x.size(-4)` name an axis that must exist; `_STATES_RANK` when the code
+    states the rank itself (`_states_rank`)."""
     least = 0
 
     def axes(node: ast.expr | None) -> list[int]:
@@ -435,6 +465,8 @@ def _rank_read(fn: ast.FunctionDef, name: str) -> int:
         return out
 
     for n in ast.walk(fn):
+        if _states_rank(n, name):
+            return _STATES_RANK
         if (
             isinstance(n, ast.Call)
             and isinstance(n.func, ast.Attribute)
