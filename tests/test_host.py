@@ -385,7 +385,7 @@ def test_a_literal_constructor_call_elsewhere_in_the_project_is_the_configuratio
     (d,) = check_source(str(model), model.read_text()).diagnostics
     assert (d.span.line, d.code) == (19, "GPU100") and "expects 64 input features" in d.message
     stated = d.labels[-1]
-    assert Path(stated.span.path).name == "example.py" and stated.span.line == 6
+    assert Path(stated.span.path).name == "example.py" and stated.span.line == 7
     assert stated.message.startswith("the sizes checked are those of `Tower(width=64")
 
 
@@ -461,3 +461,12 @@ def test_check_coverage_option_prints_a_line_per_file(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     line = next(row for row in run.stderr.splitlines() if row.startswith(str(src)))
     assert "tensor expressions" in line and "unknown call `foo.mystery`" in line
+
+
+def test_a_failure_inside_an_imported_module_is_reported_at_the_call_with_a_note() -> None:
+    example = REPO / "tests" / "projects" / "stated" / "example.py"
+    (d,) = check_source(str(example), example.read_text()).diagnostics
+    assert (d.span.line, d.code) == (11, "GPU100")
+    inside = d.labels[-1]
+    assert Path(inside.span.path).name == "model.py" and inside.span.line == 19
+    assert inside.message == "it fails here, in `model.py`"

@@ -281,6 +281,10 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
         return tt.matmul(cx, args[0], args[1])
     if short == "mm":
         return tt.mm(cx, args, kwargs)
+    if short in ("addmm", "baddbmm"):  # input + mat1 @ mat2 (batched for baddbmm)
+        product = (tt.mm if short == "addmm" else tt.bmm)(cx, list(args[1:3]), {})
+        base = tt.arg(args, kwargs, 0, "input", UNKNOWN)
+        return tt.elementwise(cx, base, product) if isinstance(product, TensorV) else product
     if short == "bmm":
         return tt.bmm(cx, args, kwargs)
     if short == "einsum":

@@ -49,6 +49,7 @@ from mimir.host.flow import (
     truth_of,
     uninformative,
 )
+from mimir.host.foreign import Foreign, LazyName
 from mimir.host.library_calls import OPEN, Dataset, Library
 from mimir.host.modular import Modular
 from mimir.host.objects import Objects
@@ -110,7 +111,7 @@ class HostResult:
     coverage: Coverage = field(default_factory=Coverage)  # what a clean run checked
 
 
-class HostChecker(Statements, Objects, Library, Symbolic, Modular, PyBuiltins):
+class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBuiltins):
     def __init__(self, info: ModuleInfo, timeout_ms: int) -> None:
         self._init_symbolic()
         self._init_modular()
@@ -143,6 +144,7 @@ class HostChecker(Statements, Objects, Library, Symbolic, Modular, PyBuiltins):
         self._unknown_names: dict[tuple[int, int], str] = {}  # hover: why a name is unknown
         self._reasons: dict[tuple[int, int], str] = {}  # unknown call -> why
         self._hover: dict[tuple[int, int], Any] = {}
+        self._init_foreign()
 
     # ------------------------------------------------------------ entry
 
@@ -198,7 +200,12 @@ class HostChecker(Statements, Objects, Library, Symbolic, Modular, PyBuiltins):
         if self.captured is not None:  # a probe: kept apart, reported or not as a whole
             self.captured.append((err, node))
             return
-        span = self.src.span(node)
+        # what fails in another module's code is reported at the checked file's call
+        span = self.local_src.span(self.site) if self.site is not None else self.src.span(node)
+        if self.site is not None:
+            where = self.src.span(node)
+            name = where.path.rsplit("/", 1)[-1]
+            err.labels = (*err.labels, Label(where, f"it fails here, in `{name}`"))
         key = (span.line, span.column, err.code)
         if key in self.found or any(k[:2] == (span.line, span.column) for k in self.found):
             return  # one diagnostic per node, whichever context found it first
@@ -377,13 +384,15 @@ class HostChecker(Statements, Objects, Library, Symbolic, Modular, PyBuiltins):
     def lookup(self, name: str, env: dict) -> Any:
         if name in env:
             v = env[name]
+            if isinstance(v, LazyName):  # an imported name, read the first time
+                v = env[name] = self.resolve_name(v)
             if isinstance(v, OptionalV):
                 v = v.value
             if isinstance(v, TensorV) and v.origin is not None:
                 return self.current(v)
             return v
         if name in self.globals:
-            return self.globals[name]
+            return self.global_value(name)
         if name == "__name__":
             return StrV("__main__")
         if name in ("True", "False"):
@@ -470,6 +479,15 @@ class HostChecker(Statements, Objects, Library, Symbolic, Modular, PyBuiltins):
             return MethodV(base, attr)
         if isinstance(base, ConfigV):
             return self.config_attribute(base, attr)
+        if isinstance(base, ClassV):  # `Weights.verify(w)`, `Block.expansion`
+            method = self._method(base.node, attr)
+            if method is not None:
+                kinds = {decorator_name(d) for d in method.decorator_list}
+                if "classmethod" in kinds:
+                    return FuncV(method, base)
+                return FuncV(method, None) if "staticmethod" in kinds else UNKNOWN
+            value = self._class_attr(base.node, attr)
+            return UNKNOWN if value is None else value
         if isinstance(base, SuperV):
             return self.super_attribute(base, attr)
         if isinstance(base, DictV):
@@ -677,7 +695,7 @@ class HostChecker(Statements, Objects, Library, Symbolic, Modular, PyBuiltins):
 
     def _cover(self, node: ast.expr, value: Any, inputs: list[Any]) -> None:
         """Count a tensor expression for the coverage report (`mimir.host.coverage`)."""
-        if self.quiet:
+        if self.quiet or self.abroad:
             return
         at = (node.lineno, node.col_offset + 1)
         results = value.items if isinstance(value, TupleV) else (value,)
@@ -764,6 +782,8 @@ class HostChecker(Statements, Objects, Library, Symbolic, Modular, PyBuiltins):
                     env[a.id] = UNKNOWN
 
     def _unknown_call(self, node: ast.Call, func: Any, args: list) -> Any:
+        if self.abroad:
+            return UNKNOWN
         receiver = func.receiver if isinstance(func, MethodV) else None
         at = (node.lineno, node.col_offset + 1)
         named = not any(isinstance(n, ast.Call) for n in ast.walk(node.func))
@@ -847,11 +867,22 @@ class HostChecker(Statements, Objects, Library, Symbolic, Modular, PyBuiltins):
         kwargs: dict,
         standalone: bool = False,
     ) -> Any:
+        with self.calling_abroad(f.node, node):  # in the scope of the module defining it
+            return self._call_function(f, node, args, kwargs, standalone)
+
+    def _call_function(
+        self,
+        f: FuncV,
+        node: ast.AST | None,
+        args: list | None,
+        kwargs: dict,
+        standalone: bool,
+    ) -> Any:
         fn = f.node
         if (
             self.depth >= _MAX_DEPTH
             or self.steps > self.budget
-            or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn))
+            or _is_generator(fn)
         ):
             return UNKNOWN
         if not standalone:
@@ -975,6 +1006,15 @@ class HostChecker(Statements, Objects, Library, Symbolic, Modular, PyBuiltins):
 
     def kernel_call(self, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
         return kernel_calls.kernel_call(self, name, args, kwargs, node)
+
+
+def _is_generator(fn: ast.FunctionDef) -> bool:
+    """Whether `fn` yields (its body is walked once per tree, not at each call)."""
+    found = getattr(fn, "_mimir_yields", None)
+    if found is None:
+        found = any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn))
+        fn._mimir_yields = found  # type: ignore[attr-defined]
+    return found
 
 
 def _label(node: ast.expr) -> str:

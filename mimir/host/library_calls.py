@@ -92,7 +92,7 @@ class Library:
         if name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):
             kind = name.rsplit(".", 1)[-1]
             if kind not in nn.KNOWN_LAYERS:
-                if node is not None and kind[:1].isupper() and not self.quiet:
+                if node is not None and kind[:1].isupper() and not self.quiet and not self.abroad:
                     key = (node.lineno, node.col_offset)
                     if key not in self._counted_layers:
                         self._counted_layers.add(key)

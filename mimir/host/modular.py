@@ -102,9 +102,14 @@ class Modular:
             elif "classmethod" in kinds:
                 self.check_def(fn, ClassV(cls), ())
             elif isinstance(obj, ObjectV):
+                # each method from the instance `__init__` built: what one method assigns
+                # (`set_input_embeddings` replacing `self.wte`) is no state of another
+                built_attrs = dict(obj.attrs)
                 self.check_def(fn, obj, stated, built)
+                obj.attrs = dict(built_attrs)
                 if fn.name == "forward":
                     self.probe_ranks(cls, fn, obj, stated, built)
+                    obj.attrs = dict(built_attrs)
 
     def check_def(
         self, fn: ast.FunctionDef, owner: Any, stated: tuple[Label, ...], start: Path | None = None

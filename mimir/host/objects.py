@@ -37,13 +37,17 @@ class Objects:
             return UNKNOWN
         fn, owner = self._current[-1]
         if self._classes is None:
-            self._classes = {
-                id(f): c
-                for c in ast.walk(self.info.tree)
+            self._classes = {}
+        if id(fn) not in self._classes:  # each module's methods, the first time one asks
+            home = self.home_of(fn)
+            tree = home.info.tree if home is not None else self.local_info.tree
+            self._classes.update(
+                (id(f), c)
+                for c in ast.walk(tree)
                 if isinstance(c, ast.ClassDef)
                 for f in c.body
                 if isinstance(f, ast.FunctionDef)
-            }
+            )
         cls = self._classes.get(id(fn))
         if cls is None or not isinstance(owner, ObjectV):
             return UNKNOWN
@@ -52,7 +56,7 @@ class Objects:
     def super_attribute(self, sup: SuperV, attr: str) -> Any:
         """`super().forward`: the method of a base class, or of the `torch.nn` layer below."""
         for base in sup.cls.bases:
-            if isinstance(base, ast.Name) and isinstance(self.globals.get(base.id), ClassV):
+            if isinstance(base, ast.Name) and isinstance(self.global_value(base.id), ClassV):
                 found = self._method(self.globals[base.id].node, attr)
                 if found is not None:
                     return FuncV(found, sup.obj)
@@ -68,16 +72,17 @@ class Objects:
 
     def _layer_base(self, cls: ast.ClassDef, seen: int = 0) -> str | None:
         """The `torch.nn` layer a class derives from, directly or through its bases."""
-        for base in cls.bases:
-            name = self.qualname(base)
-            if name and name.startswith("torch.nn.") and name.rsplit(".", 1)[-1] in nn.PARAMS:
-                return name.rsplit(".", 1)[-1]
-            if isinstance(base, ast.Name) and isinstance(self.globals.get(base.id), ClassV):
-                if seen < 8:
-                    found = self._layer_base(self.globals[base.id].node, seen + 1)
-                    if found is not None:
-                        return found
-        return None
+        with self.at_home(self.home_of(cls)):  # its bases are named in its module
+            for base in cls.bases:
+                name = self.qualname(base)
+                if name and name.startswith("torch.nn.") and name.rsplit(".", 1)[-1] in nn.PARAMS:
+                    return name.rsplit(".", 1)[-1]
+                if isinstance(base, ast.Name) and isinstance(self.global_value(base.id), ClassV):
+                    if seen < 8:
+                        found = self._layer_base(self.globals[base.id].node, seen + 1)
+                        if found is not None:
+                            return found
+            return None
 
     def build_layer(self, obj: ObjectV, kind: str, args: list | None, kwargs: dict) -> None:
         """`obj`'s `torch.nn` base built from `args` (free sizes when no call says)."""
@@ -105,37 +110,39 @@ class Objects:
     def _class_attr(self, cls: ast.ClassDef, name: str, seen: int = 0) -> Any:
         """A class-level binding (`expansion = 1`, `expansion: int = 4`), evaluated in the
         module's scope."""
-        for stmt in cls.body:
-            if (
-                isinstance(stmt, ast.Assign)
-                and len(stmt.targets) == 1
-                and isinstance(stmt.targets[0], ast.Name)
-                and stmt.targets[0].id == name
-            ):
-                return self.expr(stmt.value, self.globals)
-            if (
-                isinstance(stmt, ast.AnnAssign)
-                and stmt.value is not None
-                and isinstance(stmt.target, ast.Name)
-                and stmt.target.id == name
-            ):
-                return self.expr(stmt.value, self.globals)
-        for base in cls.bases:
-            if seen < 8 and isinstance(base, ast.Name):
-                parent = self.globals.get(base.id)
-                if isinstance(parent, ClassV):
-                    return self._class_attr(parent.node, name, seen + 1)
-        return None
+        with self.at_home(self.home_of(cls)):  # its bases are named in its module
+            for stmt in cls.body:
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name)
+                    and stmt.targets[0].id == name
+                ):
+                    return self.expr(stmt.value, self.globals)
+                if (
+                    isinstance(stmt, ast.AnnAssign)
+                    and stmt.value is not None
+                    and isinstance(stmt.target, ast.Name)
+                    and stmt.target.id == name
+                ):
+                    return self.expr(stmt.value, self.globals)
+            for base in cls.bases:
+                if seen < 8 and isinstance(base, ast.Name):
+                    parent = self.global_value(base.id)
+                    if isinstance(parent, ClassV):
+                        return self._class_attr(parent.node, name, seen + 1)
+            return None
 
     def _method(self, cls: ast.ClassDef, name: str, seen: int = 0) -> ast.FunctionDef | None:
-        for stmt in cls.body:
-            if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
-                return stmt
-        if seen > 8:
+        with self.at_home(self.home_of(cls)):  # its bases are named in its module
+            for stmt in cls.body:
+                if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
+                    return stmt
+            if seen > 8:
+                return None
+            for base in cls.bases:
+                if isinstance(base, ast.Name) and isinstance(self.global_value(base.id), ClassV):
+                    found = self._method(self.globals[base.id].node, name, seen + 1)
+                    if found is not None:
+                        return found
             return None
-        for base in cls.bases:
-            if isinstance(base, ast.Name) and isinstance(self.globals.get(base.id), ClassV):
-                found = self._method(self.globals[base.id].node, name, seen + 1)
-                if found is not None:
-                    return found
-        return None

@@ -165,8 +165,8 @@ class Statements:
                     env[local] = ApiV(full)
             elif module.split(".")[0] in LIBRARIES:
                 env[local] = self._api(full)
-            else:
-                env[local] = UNKNOWN
+            elif alias.name != "*":
+                env[local] = self.imported_name(stmt, alias.name)  # another module's, run
 
     def bind(self, target: ast.expr, value: Any, env: dict) -> None:
         if isinstance(target, ast.Name) and isinstance(value, TensorV) and value.shape is None:
@@ -175,7 +175,7 @@ class Statements:
             value = self._unpack_shape(target, value)
         if isinstance(target, ast.Name):
             env[target.id] = value
-            if isinstance(value, TensorV):  # hover: what every context agrees on
+            if isinstance(value, TensorV) and not self.abroad:  # hover: every context's join
                 key = (target.lineno, target.col_offset + 1)
                 seen = self._hover.get(key)
                 self._hover[key] = value if seen is None else join(seen, value)
