@@ -879,11 +879,7 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
         standalone: bool,
     ) -> Any:
         fn = f.node
-        if (
-            self.depth >= _MAX_DEPTH
-            or self.steps > self.budget
-            or _is_generator(fn)
-        ):
+        if self.depth >= _MAX_DEPTH or self.steps > self.budget or _is_generator(fn):
             return UNKNOWN
         if not standalone:
             self.reached.add(id(fn))
