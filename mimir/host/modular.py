@@ -152,6 +152,8 @@ class Modular:
         if value is None:
             return
         name = next(p for p in params if self.last_params.get(p) is value)
+        if not _enters_spatially(fn, name, obj):
+            return  # reshaped or normalised before any spatial layer: its layers say nothing
         ranks = _input_ranks(obj)
         least = max(
             len(value.tail), _rank_read(fn, name), *(len(t) for t in self._rank_evidence(value))
@@ -381,6 +383,36 @@ _SPATIAL = {
     },
 }
 _BATCHED = {"BatchNorm2d": 4, "BatchNorm3d": 5}  # these refuse an unbatched input
+
+
+def _enters_spatially(fn: ast.FunctionDef, name: str, obj: ObjectV) -> bool:
+    """Whether the first call `fn` makes of its input `name` is a spatial layer of the
+    module (`self.conv1(x)`, a `Sequential` that starts with one) or a reduction over
+    named axes (`x.mean((2, 3))`): only then do the layers say what rank it has."""
+    calls = [
+        n
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Call)
+        and (
+            any(isinstance(a, ast.Name) and a.id == name for a in n.args)
+            or isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == name
+        )
+    ]
+    if not calls:
+        return False
+    first = min(calls, key=lambda n: (n.lineno, n.col_offset))
+    func = first.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        if func.value.id == name:
+            return func.attr in _BY_DIM and bool(first.args or first.keywords)
+        if func.value.id == "self":
+            layer = obj.attrs.get(func.attr)
+            while isinstance(layer, LayerV) and layer.kind == "Sequential" and layer.items:
+                layer = layer.items[0]
+            return isinstance(layer, LayerV) and layer.kind in _SPATIAL
+    return False
 
 
 def _input_ranks(obj: ObjectV) -> list[int]:
