@@ -884,7 +884,7 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
         if not standalone:
             self.reached.add(id(fn))
         summary = None
-        if args is not None and summarisable(fn):
+        if args is not None and self.recording is None and summarisable(fn):
             summary = self._summary_key(f, args, kwargs)
             if summary is not None and summary in self._summaries:
                 result, assumed, _ = self._summaries[summary]
@@ -896,7 +896,11 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
         overrides = self.overrides.pop(id(fn), None) if standalone else None
         # A call that passes nothing the interpreter knows gives what the last such call gave.
         memo = None
-        if overrides is None and all(uninformative(v) for v in [*(args or []), *kwargs.values()]):
+        if (  # a builder run (`Modular.recording`) must build, not recall
+            overrides is None
+            and self.recording is None
+            and all(uninformative(v) for v in [*(args or []), *kwargs.values()])
+        ):
             memo = (id(fn), id(f.owner), args is None, len(args or []), tuple(sorted(kwargs)))
             if memo in self._memo:
                 return self._memo[memo]
@@ -938,7 +942,10 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
         if fn.args.vararg is not None:
             env[fn.args.vararg.arg] = UNKNOWN
         if fn.args.kwarg is not None:
-            env[fn.args.kwarg.arg] = UNKNOWN
+            # a call's keywords are all known here: those no parameter takes are `**kwargs`
+            named = {p.arg for p in [*params, *fn.args.kwonlyargs]}
+            extra = {k: v for k, v in kwargs.items() if k not in named}
+            env[fn.args.kwarg.arg] = UNKNOWN if args is None else DictV(extra)
         frame = Frame()
         self.depth += 1
         caller = self.env

@@ -78,6 +78,8 @@ class Modular:
         self.last_params: dict[str, Any] = {}  # what the last standalone run bound
         self.captured: list[tuple[Any, ast.AST]] | None = None  # a probe's findings
         self._imported_config: Any = False  # not looked for yet
+        self.recording: tuple[int, list[ObjectV]] | None = None  # class -> what builders made
+        self._also: dict[int, list[tuple[ObjectV, tuple[Label, ...], Path]]] = {}
 
     # ------------------------------------------------------------ orchestration
 
@@ -93,6 +95,13 @@ class Modular:
             return
         obj, stated = self.instance_of(cls)
         built = self._built.get(id(cls), Path())  # what __init__ asserted of the sizes
+        self._check_methods(cls, obj, stated, built)
+        for other, labels, path in self._also.get(id(cls), []):
+            self._check_methods(cls, other, labels, path)
+
+    def _check_methods(
+        self, cls: ast.ClassDef, obj: Any, stated: tuple[Label, ...], built: Path
+    ) -> None:
         for fn in cls.body:
             if not isinstance(fn, ast.FunctionDef) or fn.name == "__init__":
                 continue
@@ -203,7 +212,13 @@ class Modular:
         self.path = Path()
         try:
             call = self._stated_call(cls)
-            if call is None:
+            built_by = [] if call is not None else self._builders_of(cls)
+            if built_by:
+                (obj, label, path), *more = built_by
+                self._stating.append(label)
+                self._also[key] = [(o, (lab,), p) for o, lab, p in more]
+                self.path = path
+            elif call is None:
                 # built from the signature's defaults: an assert of __init__ that they fail
                 # says the defaults are no configuration (`ws: int = 1` then `assert ws != 1`)
                 self.defaults_only += 1
@@ -224,6 +239,47 @@ class Modular:
             self._stating = outer
         self._instances[key] = (obj, stated)
         return obj, stated
+
+    def _builders_of(self, cls: ast.ClassDef) -> list[tuple[ObjectV, Label, Path]]:
+        """Instances of `cls` that the module's builder functions make when called with
+        their defaults (`resnet50()` calls `_resnet(Bottleneck, [3, 4, 6, 3], ...)`, which
+        builds `ResNet(block, layers)`): each such call is a configuration the project
+        states. Only for a class whose `__init__` has parameters without a default; at
+        most `BUILDERS` of them, in source order."""
+        init = next(
+            (f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None
+        )
+        if init is None:
+            return []
+        a = init.args
+        positional = [*a.posonlyargs, *a.args][1:]
+        if len(positional) == len(a.defaults) and all(d is not None for d in a.kw_defaults):
+            return []
+        out: list[tuple[ObjectV, Label, Path]] = []
+        kinds: set[frozenset[str]] = set()
+        for fn in _builders(self.local_info.tree, cls.name):
+            if len(out) >= BUILDERS or self.steps > self.budget:
+                break
+            passed = _classes_passed(fn, self.local_info.tree)
+            if passed in kinds:
+                continue  # `resnet34()` passes the block `resnet18()` did: one of them
+            kinds.add(passed)
+            made: list[ObjectV] = []
+            outer = self.recording
+            self.recording = (id(cls), made)
+            self.path = Path()
+            try:
+                self.call_function(FuncV(fn, None), None, [], {})
+            finally:
+                self.recording = outer
+            if made:
+                span = self.local_src.span(fn)
+                span = Span(span.path, span.line, span.column, span.line, span.column + 3)
+                text = f"{fn.name}()"
+                label = Label(span, f"the sizes checked are those of `{text}`")
+                out.append((made[0], label, self.path))
+        self.path = Path()
+        return out
 
     def _stated_call(self, cls: ast.ClassDef) -> StatedCall | None:
         """A literal call that builds `cls` in the project, when its `__init__` has
@@ -383,6 +439,52 @@ _SPATIAL = {
     },
 }
 _BATCHED = {"BatchNorm2d": 4, "BatchNorm3d": 5}  # these refuse an unbatched input
+
+
+BUILDERS = 1  # configurations a class is checked under, from its builder functions
+
+
+def _classes_passed(fn: ast.FunctionDef, tree: ast.Module) -> frozenset[str]:
+    """The module's classes `fn` passes as arguments (`Bottleneck` to `_resnet`): two
+    builders that pass the same ones build the same kind of model."""
+    local = {c.name for c in tree.body if isinstance(c, ast.ClassDef)}
+    return frozenset(
+        a.id
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Call)
+        for a in [*n.args, *(k.value for k in n.keywords)]
+        if isinstance(a, ast.Name) and a.id in local
+    )
+
+
+def _builders(tree: ast.Module, name: str) -> list[ast.FunctionDef]:
+    """The module's functions that every parameter of has a default (or `**kwargs`)
+    and that call `name(...)`, directly or through another function of the module."""
+    defs = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+    calls = {
+        f.name: {
+            n.func.id
+            for n in ast.walk(f)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        }
+        for f in defs.values()
+    }
+    builds = {f for f, called in calls.items() if name in called}
+    for _ in range(3):  # through helpers, a few levels
+        builds |= {f for f, called in calls.items() if called & builds}
+    out = []
+    for f in defs.values():
+        a = f.args
+        if (
+            f.name not in builds
+            or f.decorator_list
+            and any((decorator_name(d) or "").endswith("gpu") for d in f.decorator_list)
+        ):
+            continue
+        positional = [*a.posonlyargs, *a.args]
+        if len(positional) == len(a.defaults) and all(d is not None for d in a.kw_defaults):
+            out.append(f)
+    return out
 
 
 def _enters_spatially(fn: ast.FunctionDef, name: str, obj: ObjectV) -> bool:

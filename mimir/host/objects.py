@@ -98,6 +98,8 @@ class Objects:
         if not standalone:
             self.instantiated.add(id(cls.node))
         obj = ObjectV(cls.node)
+        if self.recording is not None and self.recording[0] == id(cls.node):
+            self.recording[1].append(obj)  # a builder function's instance (`Modular`)
         init = self._method(cls.node, "__init__")
         if init is not None:
             self.call_function(FuncV(init, obj), None, args, kwargs, standalone=standalone)

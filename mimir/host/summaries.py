@@ -47,7 +47,10 @@ def fingerprint(v: Any, depth: int = 0) -> Any:
     if v is UNKNOWN:
         return "?"
     if isinstance(v, TensorV):
-        return ("T", _sizes(v.shape), v.dtype, v.lib, _sizes(v.tail))
+        # of unknown rank, a tensor's sizes are read off its origin as the callee goes (free
+        # sizes of their own): a summary made for one origin says nothing of another's
+        origin = v.origin if v.shape is None else None
+        return ("T", _sizes(v.shape), v.dtype, v.lib, _sizes(v.tail), origin)
     if isinstance(v, IntV):
         return ("I", None if v.sym is None else v.sym.term.get_id(), v.loose)
     if isinstance(v, BoolV):

@@ -37,6 +37,7 @@ SAT_RLIMIT = 20_000
 # assumed or reported (what is plainly true or false is still decided without a query).
 QUERIES = 300
 BIG_TERM = 80  # nodes of a condition past which it is not sent to the solver
+DEEP = 16  # nodes of a size term (a floor formula, a broadcast) past which it is a size of its own
 
 
 class Symbolic:
@@ -380,6 +381,11 @@ def _shown(term: Any) -> str:
     if _size(term) > 40:
         return "?"
     return re.sub(r"#\d+", "", str(term)).replace("/", "//").replace("\n", " ")
+
+
+def term_size(term: Any, limit: int = 41) -> int:
+    """The number of nodes of a Z3 term, counted up to `limit`."""
+    return _size(term, limit)
 
 
 def _size(term: Any, limit: int = 41) -> int:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mimir.host.rules import Ctx
+from mimir.host.symbolic import DEEP, term_size
 from mimir.host.values import (
     UNKNOWN,
     BoolV,
@@ -195,7 +196,11 @@ def _pair(cx: Ctx, a: Size, b: Size, shapes: tuple) -> Size:
         return a
     if a.value is None or b.value is None:
         # the size that is not 1: `b` unless it is 1 (both are when they are equal)
-        return Sym(z3.If(b.term == 1, a.term, b.term), a.text if b.value == 1 else b.text)
+        out = Sym(z3.If(b.term == 1, a.term, b.term), a.text if b.value == 1 else b.text)
+        if term_size(out.term, DEEP + 1) > DEEP:
+            # a residual sum after a sum, fifty blocks deep: a size of its own, at least 1
+            return cx.free_size(b.text or "size")
+        return out
     return a
 
 
