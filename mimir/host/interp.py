@@ -536,6 +536,10 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             return base.named.get(index.value, UNKNOWN)
         if isinstance(base, DictV) and isinstance(index, StrV):
             return base.items.get(index.value, UNKNOWN)
+        if isinstance(base, ObjectV):  # `ACT2FN["gelu"]`: the class's own `__getitem__`
+            getitem = self._method(base.cls, "__getitem__")
+            if getitem is not None:
+                return self.call_function(FuncV(getitem, base), node, [index], {})
         return UNKNOWN
 
     def _shape_item(self, shape: ShapeOfV, index: Any) -> Any:

@@ -331,6 +331,8 @@ class Modular:
                 return IntV(self.free_size(p.arg, lo=low), loose=annotation is None)
             return value
         value = self._annotated(annotation, p.arg, in_init)
+        if value is UNKNOWN and in_init and p.arg in CONFIG_NAMES and annotation is not None:
+            return self.imported_config_instance(p.arg)  # `config: T5Config`, imported
         if value is UNKNOWN and annotation is None:
             if in_init:
                 if p.arg in CONFIG_NAMES:

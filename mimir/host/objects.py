@@ -16,6 +16,7 @@ from mimir.host.values import (
     UNKNOWN,
     ApiV,
     ClassV,
+    DictV,
     FuncV,
     IntV,
     LayerV,
@@ -27,6 +28,7 @@ from mimir.host.values import (
 )
 
 BUILD_LAYER = "<build layer>"  # `super().__init__(...)` of a class over a `torch.nn` layer
+ITEMS = "<items>"  # the dict a subclass of `dict` was built from
 
 
 class Objects:
@@ -60,6 +62,9 @@ class Objects:
                 found = self._method(self.globals[base.id].node, attr)
                 if found is not None:
                     return FuncV(found, sup.obj)
+        items = sup.obj.attrs.get(ITEMS)
+        if attr in ("__getitem__", "get") and isinstance(items, DictV):
+            return MethodV(items, "get")  # `super().__getitem__(key)` of a dict subclass
         if attr == "__init__":
             kind = self._layer_base(sup.cls)
             if kind is not None:
@@ -107,7 +112,18 @@ class Objects:
             kind = self._layer_base(cls.node)
             if kind is not None:  # `class Linear(nn.Linear)` with the layer's own __init__
                 self.build_layer(obj, kind, args, kwargs)
+            elif args and isinstance(args[0], DictV) and self._dict_base(cls.node):
+                obj.attrs[ITEMS] = args[0]  # `ClassInstantier(ACT2CLS)`: a dict of its own
         return obj
+
+    def _dict_base(self, cls: ast.ClassDef) -> bool:
+        """Whether `cls` derives from `dict` or `OrderedDict` directly."""
+        with self.at_home(self.home_of(cls)):
+            for base in cls.bases:
+                name = self.qualname(base) or (base.id if isinstance(base, ast.Name) else "")
+                if name in ("dict", "collections.OrderedDict", "typing.OrderedDict"):
+                    return True
+        return False
 
     def _class_attr(self, cls: ast.ClassDef, name: str, seen: int = 0) -> Any:
         """A class-level binding (`expansion = 1`, `expansion: int = 4`), evaluated in the

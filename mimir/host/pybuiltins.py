@@ -162,7 +162,10 @@ class PyBuiltins:
                 return False  # a size nobody stated is checked as the int it is read as
             if isinstance(value, IntV) and (value.loose or value.sym is None):
                 return None
+            # a class (`ACT2CLS["gelu"]`) or a library callable is no builtin container
             known = (IntV, FloatV, BoolV, StrV, TupleV, DictV, TensorV, NoneV, LayerV, ObjectV)
+            if isinstance(value, (ClassV, ApiV)) and name[9:] in ("tuple", "list", "dict"):
+                return False
             if not isinstance(value, known):
                 return None
             if isinstance(value, TupleV) and name[9:] in ("tuple", "list"):

@@ -1,7 +1,7 @@
 import torch.nn as nn
 
 from .configuration_tiny import TinyConfig
-from .layers import Conv1D
+from .layers import ACT2FN, Conv1D
 
 
 class TinyEmbeddings(nn.Module):
@@ -38,3 +38,17 @@ class TinyAttention(nn.Module):
         b, t, c = x.shape
         q, k, v = self.c_attn(x).split(self.split, dim=2)  # E: GPU107
         return q + k + v
+
+
+class TinyFeedForward(nn.Module):
+    """The activation comes from the project's table: its output keeps the shape, so the
+    output layer built for the model width meets the feed-forward width."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.up = nn.Linear(config.d_model, config.d_ff)
+        self.act = ACT2FN["gelu"]
+        self.down = nn.Linear(config.d_model, config.d_model)
+
+    def forward(self, x):
+        return self.down(self.act(self.up(x)))  # E: GPU100
