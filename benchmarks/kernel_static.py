@@ -177,7 +177,9 @@ def _matmuls(path: Path, function: str, dims: dict[str, int]) -> tuple[int, set[
     they contract over (where those are plain dims)."""
     from mimir.check import check_source
     from mimir.codegen import sizes as sz
-    from mimir.codegen.schedule import inline_product, schedule
+    from mimir.codegen.schedule import schedule
+    from mimir.codegen.schedule.plan import Attention, Matmul, Narrow, ScoresSoftmax
+    from mimir.codegen.schedule.roots import inline_product
     from mimir.codegen.tensors import Evaluator
     from mimir.runtime.dimexpr import evaluate
 
@@ -186,19 +188,19 @@ def _matmuls(path: Path, function: str, dims: dict[str, int]) -> tuple[int, set[
     if kernel.graph.kernel.grid is not None:
         return 0, set()
     s = schedule(kernel)
-    ev = Evaluator(kernel, None, {})  # type: ignore[arg-type]
+    ev = Evaluator(kernel)
     total = 0
     contracted: set[str] = set()
     # the products launches of their own compute, and those a `narrow` launch computes
     # inside (`schedule.inline_product`); a product by a small matrix is element-wise
-    roots = [p.root for p in s.plans if p.kind in ("matmul", "narrow") and p.root is not None]
+    roots = [p.root for p in s.plans if isinstance(p, (Matmul, Narrow))]
     # an `attention` launch's two: the scores `q @ k.T` and the product by v; a
     # `scores_softmax` launch's scores (which it computes twice: counted once, as the
     # function's multiply-adds)
-    roots += [r for p in s.plans if p.kind == "attention" for r in (p.scores, p.root)]
-    roots += [p.scores for p in s.plans if p.kind == "scores_softmax"]
+    roots += [r for p in s.plans if isinstance(p, Attention) for r in (p.scores, p.root)]
+    roots += [p.scores for p in s.plans if isinstance(p, ScoresSoftmax)]
     # a `matmul` launch's paired product (SwiGLU's gate beside its up projection)
-    roots += [p.paired for p in s.plans if p.paired is not None]
+    roots += [p.paired for p in s.plans if isinstance(p, Matmul) and p.paired is not None]
     inline = [n for n in kernel.graph.graph.nodes if inline_product(kernel.graph, n)]
     for root in [*roots, *inline]:
         left = ev.node(root)["inputs"][0]

@@ -143,8 +143,8 @@ UNITS: dict[str, Unit] = {
         ("tests/test_solver_limits.py", "tests/test_fixtures.py", "tests/test_ci_config.py"),
     ),
     "array": Unit(
-        "mimir/array.py",
-        ("mimir/array.py",),
+        "mimir/array",
+        ("mimir/array/*",),
         (
             "tests/test_shim.py",
             "tests/test_fixtures.py",
@@ -157,6 +157,9 @@ UNITS: dict[str, Unit] = {
         "mimir/codegen",
         (
             "mimir/codegen/[a-z]*.py",
+            "mimir/codegen/schedule/*",
+            "mimir/codegen/kernels/*",
+            "mimir/codegen/passes/*",
             "mimir/codegen/backends/base.py",
         ),
         (*_CODEGEN_CORE_TESTS, _PTX_SNAPSHOTS, _SPIRV_SNAPSHOTS),
@@ -168,12 +171,12 @@ UNITS: dict[str, Unit] = {
     ),
     "codegen-ptx": Unit(
         "mimir/codegen",
-        ("mimir/codegen/backends/ptx.py", "mimir/codegen/ptx/*"),
+        ("mimir/codegen/backends/ptx/*",),
         ("tests/test_ptx.py", "tests/test_ptx_math.py"),
     ),
     "codegen-spirv": Unit(
         "mimir/codegen",
-        ("mimir/codegen/backends/spirv.py", "mimir/codegen/spirv/*"),
+        ("mimir/codegen/backends/spirv/*",),
         (*_SPIRV_STATIC, "tests/test_spirv_builder.py"),
     ),
 }

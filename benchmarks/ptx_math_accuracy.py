@@ -3,7 +3,7 @@
     python benchmarks/ptx_math_accuracy.py            # every 1024th float32 bit pattern
     python benchmarks/ptx_math_accuracy.py --stride 1 # all 2**32 of them (minutes; numpy)
 
-The sequences of `mimir.codegen.ptx.mathlib` are run vectorised with numpy:
+The sequences of `mimir.codegen.backends.ptx.mathlib` are run vectorised with numpy:
 float32 values in float64 arrays, each instruction rounded to float32 as the
 GPU does (`fma` as a float64 product, exact for float32 operands, plus the
 addend, then one rounding: a double rounding that can differ from the GPU in
@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from mimir.codegen.ptx import mathlib
+from mimir.codegen.backends.ptx import mathlib
 
 _F32_MAX_EXP = 128
 

@@ -18,15 +18,15 @@ from mimir.constraints.checker import KernelChecker
 from mimir.constraints.devices import check_devices
 from mimir.constraints.index_kernels import IndexKernelChecker
 from mimir.diagnostics.diagnostic import Diagnostic, Span
-from mimir.discover import SKIPPED_DIRS, discover  # noqa: F401 - re-exported
+from mimir.gate.discover import SKIPPED_DIRS, discover  # noqa: F401 - re-exported
+from mimir.gate.suppressions import apply_suppressions
 from mimir.host import check_host
-from mimir.parse.depth import MAX_EXPRESSION_DEPTH, deep_call, too_deep
+from mimir.parse.depth import MAX_EXPRESSION_DEPTH, on_deep_stack, too_deep
 from mimir.parse.graph import KernelGraph, build_graph
 from mimir.parse.module import ModuleInfo, read_module
 from mimir.parse.spans import SourceFile, read_source
 from mimir.project import Project
 from mimir.solve.prover import DEFAULT_TIMEOUT_MS
-from mimir.suppressions import apply_suppressions
 
 if TYPE_CHECKING:
     from mimir.parse.module import KernelDef
@@ -88,17 +88,18 @@ def check_source(
     kernels: when it returns True the check stops with `CheckCancelledError` (a
     newer edit made it stale).
 
-    Runs with room for `MAX_EXPRESSION_DEPTH` levels of nesting (`deep_call`); a file
+    Runs with room for `MAX_EXPRESSION_DEPTH` levels of nesting (`on_deep_stack`); a file
     with a deeper expression gets GPU004 there and nothing else.
     """
-    return deep_call(
-        _check_source,
-        path,
-        text,
-        timeout_ms,
-        kernel_cache=kernel_cache,
-        cancelled=cancelled,
-        project=project,
+    return on_deep_stack(
+        lambda: _check_source(
+            path,
+            text,
+            timeout_ms,
+            kernel_cache=kernel_cache,
+            cancelled=cancelled,
+            project=project,
+        )
     )
 
 

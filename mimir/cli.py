@@ -35,11 +35,34 @@ class Format(StrEnum):
 EXIT_CLEAN, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        import mimir
+
+        typer.echo(f"mimir {mimir.__version__}")
+        raise typer.Exit(EXIT_CLEAN)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print Mimir's version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Prove typed-Python GPU kernels before they run."""
+
+
 def _codes_option(values: list[str] | None, flag: str) -> tuple[str, ...] | None:
     """`--select GPU011,GPU018 --select GPU05` as one validated tuple (None when absent)."""
     if not values:
         return None
-    from mimir.config import parse_codes
+    from mimir.gate.config import parse_codes
 
     items = [v.strip() for value in values for v in value.split(",") if v.strip()]
     return parse_codes(items, f"`{flag}`")
@@ -48,7 +71,7 @@ def _codes_option(values: list[str] | None, flag: str) -> tuple[str, ...] | None
 def _globs_option(values: list[str] | None) -> tuple[str, ...] | None:
     if not values:
         return None
-    from mimir.config import check_glob
+    from mimir.gate.config import check_glob
 
     globs = tuple(v.strip() for value in values for v in value.split(",") if v.strip())
     for glob in globs:
@@ -59,7 +82,7 @@ def _globs_option(values: list[str] | None) -> tuple[str, ...] | None:
 def _size_option(value: str | None) -> int | None:
     if value is None:
         return None
-    from mimir.config import ConfigError
+    from mimir.gate.config import ConfigError
     from mimir.safeio import parse_size
 
     try:
@@ -125,8 +148,7 @@ def check(
         str | None,
         typer.Option(
             "--max-file-size",
-            help="Skip (GPU003) files larger than this many bytes; K, M, G suffixes "
-            "(default: 2M).",
+            help="Skip (GPU003) files larger than this many bytes; K, M, G suffixes (default: 2M).",
         ),
     ] = None,
     baseline: Annotated[
@@ -164,9 +186,9 @@ def check(
     Exit status: 0 no errors, 1 errors found, 2 usage error, bad configuration
     or unreadable input; the same in every format.
     """
-    from mimir import baseline as baselines
-    from mimir.config import ConfigError, load_config
-    from mimir.runner import run_check, select_files
+    from mimir.gate import baseline as baselines
+    from mimir.gate.config import ConfigError, load_config
+    from mimir.gate.runner import run_check, select_files
 
     try:
         config = load_config(config_file).override(
@@ -318,9 +340,9 @@ def _explain_in_file(code: str, target: str, timeout_ms: int) -> None:
 
         typer.echo(text_render.render_all(result.diagnostics))
         raise typer.Exit(EXIT_USAGE)
-    from mimir.parse.depth import deep_call
+    from mimir.parse.depth import on_deep_stack
 
-    text, count = deep_call(explain_file, result, code, line)
+    text, count = on_deep_stack(lambda: explain_file(result, code, line))
     if count == 0:
         where = f"{path_text}:{line}" if line is not None else path_text
         typer.echo(f"no {code} in {where}: nothing to explain")
@@ -388,11 +410,13 @@ def compile_gpu(
 ) -> None:
     """Compile every @gpu function that checks clean into GPU kernels and manifests.
 
-    Exit status: 0 written (or up to date with --check), 1 check errors, refusals or
-    stale files, 2 usage error or unreadable input; the same in every format.
+    A function with check errors, or that a backend refuses, is reported and none of its
+    files are written; the others are. Exit status: 0 all written (or up to date with
+    --check), 1 check errors, refusals or stale files, 2 usage error or unreadable input;
+    the same in every format.
     """
     from mimir.codegen import compile_file, resolve_backends
-    from mimir.config import ConfigError, load_config
+    from mimir.gate.config import ConfigError, load_config
 
     if backend is None:
         try:
@@ -416,10 +440,21 @@ def compile_gpu(
         raise _usage_error("`--emit spvasm` needs the spirv backend (`--backend spirv` or `all`)")
     if output_dir is not None and not check_only:
         _check_output_dir(output_dir)
-    result = compile_file(path, backends, function, math=math)
+    from mimir.progress import Bar
+
+    with Bar("compiling", total=1) as bar:
+
+        def step(done: int, total: int, name: str) -> None:
+            bar.total = total
+            bar.step(name)
+
+        result = compile_file(path, backends, function, math=math, progress=step)
     if result.usage_error is not None:
         raise _usage_error(result.usage_error)
-    if result.diagnostics:
+    # Functions that check clean and compile are written; the others are refused with
+    # their diagnostics (and none of their files), and the exit status is 1.
+    status = EXIT_ERRORS if result.diagnostics else EXIT_CLEAN
+    if result.diagnostics and (result.unreadable or check_only or not result.files):
         typer.echo(_render(output_format, result.diagnostics, [_source_of(path)]))
         raise typer.Exit(EXIT_USAGE if result.unreadable else EXIT_ERRORS)
     if check_only:
@@ -431,7 +466,9 @@ def compile_gpu(
                 continue
             typer.echo(f"// file: {relative}")
             typer.echo(listing)
-        raise typer.Exit(EXIT_CLEAN)
+        if result.diagnostics:
+            typer.echo(_render(output_format, result.diagnostics, [_source_of(path)]))
+        raise typer.Exit(status)
     outputs: dict[Path, str | bytes] = {}
     for relative, content in result.files.items():
         outputs[output_dir / relative] = content
@@ -439,8 +476,15 @@ def compile_gpu(
             outputs[(output_dir / relative).with_suffix(".spvasm")] = result.listings[relative]
     _write_outputs(output_dir, outputs)
     count = len(outputs)
-    typer.echo(f"wrote {count} file{'s' * (count != 1)} to {output_dir}")
-    raise typer.Exit(EXIT_CLEAN)
+    written = f"wrote {count} file{'s' * (count != 1)} to {output_dir}"
+    if result.refused:
+        refused = ", ".join(f"`{name}`" for name in result.refused)
+        written += f"; refused {refused}, whose files were not written"
+    if result.diagnostics:
+        typer.echo(_render(output_format, result.diagnostics, [_source_of(path)]))
+    # in a machine-read format stdout holds the report alone
+    typer.echo(written, err=output_format not in (Format.text, Format.concise) and status != 0)
+    raise typer.Exit(status)
 
 
 def _check_output_dir(directory: Path) -> None:
@@ -551,7 +595,7 @@ def _check_vendored(
 
 @app.command()
 def verify(
-    path: Annotated[Path, typer.Argument(help="The kernel file to verify.")],
+    paths: Annotated[list[Path], typer.Argument(help="The kernel files to verify.")],
     function: Annotated[
         str | None, typer.Option("--function", help="Verify only this @gpu function.")
     ] = None,
@@ -574,64 +618,130 @@ def verify(
     atol: Annotated[
         float | None, typer.Option("--atol", help="Absolute tolerance for float outputs.")
     ] = None,
+    reference: Annotated[
+        str,
+        typer.Option(
+            "--reference",
+            help="numpy: the shim's semantics computed with NumPy where it is installed (the "
+            "default; fast); shim: the shim's own element-by-element loops.",
+        ),
+    ] = "numpy",
 ) -> None:
-    """Compile PATH for every backend this machine runs, run it, and compare with the Python shim.
+    """Compile each file for every backend this machine runs, run it, and compare with the
+    Python shim.
 
     WGSL and SPIR-V run through wgpu on the adapter it finds (a GPU, or a CPU Vulkan
     driver such as Mesa lavapipe); PTX runs through the CUDA driver where a CUDA device
     is present. Each @gpu function runs on random inputs at a few sizes on each
-    backend; one table lists the max absolute and relative error of every output.
-    Progress goes to stderr once a run takes more than two seconds. Exit 1 on any
-    mismatch. Needs `pip install 'mimir[gpu]'` (or a CUDA driver). PATH is imported to
-    run the shim.
+    backend; one table lists the max absolute and relative error of every output. A
+    function that fails `mimir check` is reported and not run. stderr has a line per
+    function as it finishes (and a progress bar on a terminal). Exit 1 on any mismatch,
+    check error or refusal. Needs `pip install 'mimir-kernels[gpu]'` (or a CUDA driver).
+    Each file is imported to run the shim.
     """
     from mimir.diagnostics.render import text as text_render
 
-    if not path.is_file():
-        raise _usage_error(f"cannot read `{path}`")
+    for path in paths:
+        if not path.is_file():
+            raise _usage_error(f"cannot read `{path}`")
+    reference = reference.strip().lower()
+    if reference not in ("numpy", "shim"):
+        raise _usage_error(f"unknown `--reference {reference}`; expected numpy or shim")
     fixed: dict[str, int] = {}
     for item in dim or []:
         name, _, value = item.partition("=")
         if not name.strip().isidentifier() or not value.strip().isdigit():
             raise _usage_error(f"`--dim {item}`: expected NAME=SIZE, e.g. `--dim N=1000`")
         fixed[name.strip()] = int(value)
+    from mimir.progress import Bar
     from mimir.runtime.verify_run import BACKENDS, verify_file
     from mimir.runtime.wgpu_runner import GpuUnavailableError
 
     for b in backend or []:
         if b not in BACKENDS:
             raise _usage_error(f"`--backend {b}`: expected one of {', '.join(BACKENDS)}")
-    progress = _ProgressPrinter()
-    try:
-        report = verify_file(path, function, seed, fixed, rtol, atol, backend or None, progress)
-    except GpuUnavailableError as err:
-        raise _usage_error(str(err)) from None
-    finally:
-        progress.finish()
-    typer.echo(f"adapter: {report.adapter}")
-    for name, reason in report.missing.items():
+    reports = []
+    with Bar("verifying", total=1) as bar:
+        for path in paths:
+            started = [_now()]
+
+            def step(done: int, total: int, what: str, where: Path = path) -> None:
+                bar.total = total
+                bar.step(f"{where.name}: {what}")
+
+            def finished(
+                name: str, outcome: str, where: Path = path, clock: list[float] = started
+            ) -> None:
+                seconds = _now() - clock[0]
+                clock[0] = _now()
+                bar.note(f"{where}: {name}: {outcome} ({seconds:.1f} s)")
+
+            try:
+                report = verify_file(
+                    path, function, seed, fixed, rtol, atol, backend or None, step,
+                    on_function=finished, fast=reference == "numpy",
+                )  # fmt: skip
+            except GpuUnavailableError as err:
+                raise _usage_error(str(err)) from None
+            reports.append((path, report))
+    several = len(paths) > 1
+    typer.echo(f"adapter: {reports[0][1].adapter}")
+    for name, reason in reports[0][1].missing.items():
         typer.echo(f"{name}: not run ({reason})")
-    if report.diagnostics:
-        typer.echo(text_render.render_all(report.diagnostics))
-    if report.checks:
-        typer.echo(_verify_table(report.checks))
-    for check in report.checks:
-        for i in check.bad[:3]:
-            sizes = ", ".join(f"{k}={v}" for k, v in check.dims.items()) or "-"
-            typer.echo(
-                f"    {check.function} {check.backend} [{sizes}] {check.output}[{i}]: "
-                f"got {check.actual[i]!r}, expected {check.expected[i]!r}"
-            )
-    for name, message in report.failures:
-        typer.echo(f"{name}: error: {message}")
-    functions = len({c.function for c in report.checks})
-    if report.ok:
-        typer.echo(f"verified {functions} function{'s' * (functions != 1)}: all outputs match")
+    matched: list[str] = []
+    mismatched: list[str] = []
+    unchecked: list[str] = []
+    refused: list[str] = []
+    for path, report in reports:
+        label = (lambda f, p=path: f"{p}:{f}") if several else (lambda f: f)
+        if several:
+            typer.echo(f"\n{path}:")
+        if report.diagnostics:
+            typer.echo(text_render.render_all(report.diagnostics))
+        if report.checks:
+            typer.echo(_verify_table(report.checks))
+        for check in report.checks:
+            for i in check.bad[:3]:
+                sizes = ", ".join(f"{k}={v}" for k, v in check.dims.items()) or "-"
+                typer.echo(
+                    f"    {check.function} {check.backend} [{sizes}] {check.output}[{i}]: "
+                    f"got {check.actual[i]!r}, expected {check.expected[i]!r}"
+                )
+        for name, message in report.failures:
+            typer.echo(f"{name}: error: {message}")
+        bad = {c.function for c in report.checks if not c.ok} | {n for n, _ in report.failures}
+        refusing = {d.function for d in report.diagnostics} - set(report.check_failed) - bad
+        ran = dict.fromkeys(c.function for c in report.checks)
+        matched += [label(f) for f in ran if f not in bad and f not in refusing]
+        mismatched += [label(f) for f in sorted(bad)]
+        unchecked += [label(f) for f in report.check_failed]
+        refused += [label(f) for f in sorted(refusing) if f is not None]
+    if not (mismatched or unchecked or refused):
+        count = len(matched)
+        typer.echo(f"verified {count} function{'s' * (count != 1)}: all outputs match")
         raise typer.Exit(EXIT_CLEAN)
-    failed = len({c.function for c in report.checks if not c.ok} | {n for n, _ in report.failures})
-    failed += len({d.function for d in report.diagnostics})
-    typer.echo(f"{failed} function{'s' * (failed != 1)} failed verification")
+    parts = []
+    if matched:
+        parts.append(f"{len(matched)} function{'s' * (len(matched) != 1)} matched")
+    if mismatched:
+        parts.append(_named(mismatched, "failed verification"))
+    if refused:
+        parts.append(_named(refused, "could not be compiled for every backend"))
+    if unchecked:
+        parts.append(_named(unchecked, "failed `mimir check` and did not run"))
+    typer.echo("; ".join(parts))
     raise typer.Exit(EXIT_ERRORS)
+
+
+def _named(names: list[str], what: str) -> str:
+    shown = ", ".join(f"`{n}`" for n in names)
+    return f"{len(names)} function{'s' * (len(names) != 1)} {what} ({shown})"
+
+
+def _now() -> float:
+    import time
+
+    return time.monotonic()
 
 
 def _verify_table(checks: list) -> str:
@@ -665,35 +775,6 @@ def _verify_table(checks: list) -> str:
     return "\n".join(lines)
 
 
-class _ProgressPrinter:
-    """Progress of a long run on stderr: quiet for the first two seconds, then one line per run
-    (rewritten in place on a terminal)."""
-
-    def __init__(self) -> None:
-        import time
-
-        self.clock = time.monotonic
-        self.start = self.clock()
-        self.tty = sys.stderr.isatty()
-        self.pending_newline = False
-
-    def __call__(self, step: int, total: int, what: str) -> None:
-        if self.clock() - self.start < 2.0:
-            return
-        line = f"[{step}/{total}] {what}"
-        if self.tty:
-            sys.stderr.write("\r\x1b[K" + line)
-            self.pending_newline = True
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-
-    def finish(self) -> None:
-        if self.pending_newline:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
 @app.command()
 def lsp(
     tcp: Annotated[
@@ -715,6 +796,15 @@ def lsp(
         int,
         typer.Option("--debounce-ms", min=0, help="Wait this long after an edit before checking."),
     ] = 20,
+    docs_url: Annotated[
+        str | None,
+        typer.Option(
+            "--docs-url",
+            help="Link each diagnostic's code here: a URL with `{code}` for the code's anchor "
+            "(e.g. https://example.org/codes.html#{code}); default: the codes page installed "
+            "with Mimir. The client's initializationOptions `docsUrl` does the same.",
+        ),
+    ] = None,
 ) -> None:
     """Run the language server (stdio by default): diagnostics, hovers, fixes as you type."""
     try:
@@ -722,7 +812,12 @@ def lsp(
     except ImportError as err:  # pygls is a dependency; a broken install says so plainly
         raise _usage_error(f"the language server needs pygls: {err}") from None
     status = serve(
-        tcp=tcp, host=host, port=port, z3_timeout=z3_timeout, debounce=debounce_ms / 1000
+        tcp=tcp,
+        host=host,
+        port=port,
+        z3_timeout=z3_timeout,
+        debounce=debounce_ms / 1000,
+        docs_url=docs_url,
     )
     raise typer.Exit(status)
 

@@ -133,7 +133,7 @@ def _dims(manifest: dict[str, Any], label: str, cost: Any = None) -> dict[str, i
     return min(candidates, key=cost) if cost is not None else candidates[0]
 
 
-# A matmul accumulates with fma (mimir.codegen.contract): each of its K steps rounds once
+# A matmul accumulates with fma (mimir.codegen.passes.contract): each of its K steps rounds once
 # where the shim rounds twice, so a dot product of K terms of inputs in [-1, 1) may differ
 # by up to about K ulps of 1 (2**-24 each). The bound used, with a factor 4 of margin and
 # K at most the largest dim (or 1024 for the zoo's literal inner sizes):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from ci_tree import MATMUL, SLICES, make_tree, mimir
 
-from mimir.config import (
+from mimir.gate.config import (
     DEFAULT_Z3_TIMEOUT_MS,
     Config,
     ConfigError,

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from ci_tree import CLEAN, MATMUL, SLICES, TREE, make_tree, mimir
 
-from mimir import runner
-from mimir.cache import Cache, cache_dir
 from mimir.check import check_source
-from mimir.config import Config, load_config
 from mimir.diagnostics.codes import REGISTRY
 from mimir.diagnostics.diagnostic import Diagnostic, Span
-from mimir.suppressions import find_suppressions
+from mimir.gate import runner
+from mimir.gate.cache import Cache, cache_dir
+from mimir.gate.config import Config, load_config
+from mimir.gate.suppressions import find_suppressions
 
 
 @pytest.fixture

@@ -41,6 +41,24 @@ def _shim_code(tmp_path: Path, code: str) -> str | None:
     return None
 
 
+def _broken_launch_order_codes() -> set[str]:
+    """GPU073 guards an invariant the scheduler keeps, so only a hand-broken order fires
+    it (tests/test_launch_order.py covers the messages)."""
+    from mimir.codegen import compile_source
+    from mimir.codegen.passes import launch_order
+
+    weighted = Path(__file__).parent / "kernels" / "weighted.py"
+    keep = launch_order.dependency_order
+    launch_order.dependency_order = lambda kernels, roles: list(range(len(kernels)))
+    try:
+        result = compile_source(
+            str(weighted), weighted.read_text(), ["wgsl"], function="row_max_over_total"
+        )
+    finally:
+        launch_order.dependency_order = keep
+    return {d.code for d in result.diagnostics}
+
+
 def test_every_code_has_something_that_fires_it(tmp_path: Path) -> None:
     fired = _fixture_codes()
     # Input the checker cannot read.
@@ -79,6 +97,7 @@ def test_every_code_has_something_that_fires_it(tmp_path: Path) -> None:
 
             result = compile_source(f"{code}.py", entry.bad_source(), ["all"])
             fired |= {d.code for d in result.diagnostics}
+    fired |= _broken_launch_order_codes()
     missing = sorted(set(REGISTRY) - fired)
     assert not missing, f"codes nothing fires: {missing}"
 

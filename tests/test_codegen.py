@@ -22,12 +22,13 @@ from typer.testing import CliRunner
 
 from mimir import ops
 from mimir.cli import app
-from mimir.codegen import BACKENDS, compile_file, compile_source, launch_order, resolve_backends
+from mimir.codegen import BACKENDS, compile_file, compile_source, resolve_backends
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
 from mimir.codegen.backends import MSL, WGSL, Namer
 from mimir.codegen.ir import INTRINSICS, Call, all_expressions
 from mimir.codegen.manifest import SCHEMA_PATH, validate_manifest
+from mimir.codegen.passes import launch_order
 from mimir.diagnostics.codes import REGISTRY
 from mimir.dims import Dim
 
@@ -273,11 +274,11 @@ def test_a_negative_int_literal_binds_as_a_unary_minus_and_zero_as_an_atom(
     backend: type,
 ) -> None:
     # The printer parenthesizes an operand by its binding strength; a literal reports its own.
-    from mimir.codegen.backends.base import _ATOM, _UNARY
+    from mimir.codegen.backends.base import ATOM, UNARY
     from mimir.codegen.ir import Const
 
     emit = backend()
-    assert [emit.literal(Const(v, "i32"))[1] for v in (-1, 0, 1)] == [_UNARY, _ATOM, _ATOM]
+    assert [emit.literal(Const(v, "i32"))[1] for v in (-1, 0, 1)] == [UNARY, ATOM, ATOM]
 
 
 def test_every_elementwise_op_has_a_lowering_and_every_backend_its_intrinsics() -> None:

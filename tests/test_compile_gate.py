@@ -128,3 +128,72 @@ def test_stale_files_library_function(tmp_path: Path) -> None:
     assert result.ok
     found = stale_files(result, tmp_path / "none", {"linear_relu": None}, "regen")  # type: ignore[dict-item]
     assert {d.code for d in found} == {"GPU072"} and len(found) == len(result.files)
+
+
+_MIXED = """
+from mimir.array import Dim, Tensor, float32, gpu
+
+N = Dim("N")
+
+
+@gpu
+def scale(x: Tensor[float32, N]) -> Tensor[float32, N]:
+    return x * 2.0
+
+
+@gpu
+def bad_matmul(x: Tensor[float32, N, 784], w: Tensor[float32, 128, 10]) -> Tensor[float32, N, 10]:
+    return x @ w
+
+
+@gpu
+def nine_inputs(
+    a: Tensor[float32, 4], b: Tensor[float32, 4], c: Tensor[float32, 4],
+    d: Tensor[float32, 4], e: Tensor[float32, 4], g: Tensor[float32, 4],
+    h: Tensor[float32, 4], i: Tensor[float32, 4], j: Tensor[float32, 4],
+) -> Tensor[float32, 4]:
+    return a + b + c + d + e + g + h + i + j
+
+
+@gpu
+def shift(x: Tensor[float32, N]) -> Tensor[float32, N]:
+    return x + 1.0
+"""
+
+
+def test_the_functions_that_compile_are_written_and_the_others_refused(tmp_path: Path) -> None:
+    """One function with a check error and one a backend refuses (WGSL binds at most 8
+    storage buffers) beside two good ones: the good ones' files for every backend, none of
+    the refused ones' (not even for the backends that could emit them), exit 1."""
+    (tmp_path / "mixed.py").write_text(_MIXED)
+    run = _mimir("compile-gpu", "mixed.py", "--backend", "all", "-o", "out", cwd=tmp_path)
+    assert run.returncode == 1, run.stderr
+    assert "error[GPU011]" in run.stdout and "error[GPU070]" in run.stdout
+    written = sorted(
+        p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.*")
+    )
+    for backend in ("msl", "wgsl", "spirv", "ptx"):
+        for name in ("scale", "shift"):
+            assert f"{backend}/{name}.manifest.json" in written
+    assert not [w for w in written if "bad_matmul" in w or "nine_inputs" in w]
+    assert "refused `bad_matmul`, `nine_inputs`" in run.stdout
+
+    # stdout: the clean functions' text, then the diagnostics; exit 1
+    run = _mimir("compile-gpu", "mixed.py", "--backend", "wgsl", cwd=tmp_path)
+    assert run.returncode == 1
+    assert "// file: scale_0_" in run.stdout and "// file: nine_inputs" not in run.stdout
+    # a machine format keeps stdout for the report alone
+    run = _mimir(
+        "compile-gpu", "mixed.py", "--backend", "wgsl", "--format", "json", "-o", "o2",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 1
+    assert {d["code"] for d in json.loads(run.stdout)["diagnostics"]} == {"GPU011", "GPU070"}
+    assert "wrote 4 files to o2" in run.stderr
+
+
+def test_compile_source_keeps_the_files_of_the_functions_it_did_not_refuse() -> None:
+    result = compile_source("mixed.py", _MIXED, ["wgsl"])
+    assert result.refused == ["bad_matmul", "nine_inputs"]
+    assert {f.split(".")[0].split("_0_")[0] for f in result.files} == {"scale", "shift"}
+    assert not result.ok

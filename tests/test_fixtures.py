@@ -192,7 +192,7 @@ def test_symbolic_counterexample_is_in_why() -> None:
     names = dict(d.counterexample)
     assert set(names) == {"T", "D"} and names["T"] != names["D"]
     assert re.search(r"; counterexample: T=\d+, D=\d+$", d.why), d.why
-    # Symbolic dims are never compared as numbers in the message (DESIGN.md section 7).
+    # Symbolic dims are never compared as numbers in the message (ARCHITECTURE.md, "Traps").
     assert "-" not in d.message
 
 

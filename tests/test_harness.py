@@ -112,7 +112,9 @@ def test_missing_wgpu_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from mimir.runtime import wgpu_runner
 
     monkeypatch.setitem(sys.modules, "wgpu", None)  # makes `import wgpu` raise ImportError
-    with pytest.raises(wgpu_runner.GpuUnavailableError, match=r"pip install 'mimir\[gpu\]'"):
+    with pytest.raises(
+        wgpu_runner.GpuUnavailableError, match=r"pip install 'mimir-kernels\[gpu\]'"
+    ):
         wgpu_runner.validate_wgsl("fn main() {}")
 
 

@@ -219,8 +219,10 @@ def test_vulkan_host_refuses_a_value_outside_its_range(build: Path, tmp_path: Pa
     assert result.returncode == 2, result.stderr
     assert message in result.stderr, result.stderr
     assert not (tmp_path / "out.bin").exists()  # nothing ran
-    # Not given, `ids` is zeros: in range.
-    result = subprocess.run([str(host), str(manifest), *args[:3]], capture_output=True, text=True)
+    # Not given, with --zeros, `ids` is zeros: in range.
+    result = subprocess.run(
+        [str(host), str(manifest), *args[:3], "--zeros"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -254,6 +256,140 @@ def test_vulkan_host_refuses_a_file_that_is_not_a_manifest(build: Path, tmp_path
     assert result.returncode == 2 and "[MAN001] the manifest is not JSON" in result.stderr
 
 
+def _linear_npy(folder: Path, n: int = 37) -> dict:
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    arrays = {
+        "x": rng.random((n, 20), dtype=np.float32),
+        "w": rng.random((20, 33), dtype=np.float32),
+        "b": rng.random(33, dtype=np.float32),
+    }
+    for name, value in arrays.items():
+        np.save(folder / f"{name}.npy", value)
+    return arrays
+
+
+def test_vulkan_host_reads_npy_inputs_and_their_dims(build: Path, tmp_path: Path) -> None:
+    """`x=@x.npy`: the dims its axes name come from its shape (no `N=37`), and `-o` makes
+    its folder, parents included, before anything runs."""
+    import numpy as np
+
+    require_tool("wgpu")
+    host = _vulkan_host(build)
+    manifest = OUT / "spirv" / "linear" / "linear_relu.manifest.json"
+    arrays = _linear_npy(tmp_path)
+    results = tmp_path / "results" / "run1"
+    args = [f"{k}=@{tmp_path / f'{k}.npy'}" for k in arrays]
+    run = subprocess.run([str(host), str(manifest), *args, "-o", str(results)],
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("out float32 [37, 33]:")
+    got = np.fromfile(results / "out.bin", dtype="<f4").reshape(37, 33)
+    want = np.maximum(arrays["x"] @ arrays["w"] + arrays["b"], 0)
+    assert np.allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_vulkan_host_reads_the_open_dim_from_a_raw_file(build: Path, tmp_path: Path) -> None:
+    require_tool("wgpu")
+    host = _vulkan_host(build)
+    manifest = OUT / "spirv" / "linear" / "linear_relu.manifest.json"
+    for name, value in _linear_npy(tmp_path, n=5).items():
+        value.tofile(tmp_path / f"{name}.bin")
+    args = [f"{k}=@{tmp_path / f'{k}.bin'}" for k in ("x", "w", "b")]
+    run = subprocess.run([str(host), str(manifest), *args], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("out float32 [5, 33]:")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("float64", "[GPU041] input `x` in x.npy holds '<f8'; the kernel takes float32 ('<f4'): "
+                    "save it with .astype(np.float32)"),
+        ("rank", "[GPU040] input `x` in x.npy has shape [37, 20, 1]; the kernel takes [N, 20]"),
+        ("axis", "[GPU040] input `x` in x.npy has shape [37, 21]; the kernel takes [N, 20]"),
+        ("fortran", "save it in C order"),
+        ("garbage", "[GPU040] input `x`: "),
+        ("dims", "[GPU040] input `x` in x.npy has shape [37, 20]; the kernel takes [N, 20] = "
+                 "[36, 20]"),
+        ("missing", "[GPU040] no data for input `b`: give it as b=@FILE (a .npy file or raw "
+                    "bytes), or --zeros"),
+    ],
+)  # fmt: skip
+def test_vulkan_host_refuses_npy_inputs_that_do_not_fit(
+    build: Path, tmp_path: Path, change: str, message: str
+) -> None:
+    import numpy as np
+
+    host = _vulkan_host(build)
+    manifest = OUT / "spirv" / "linear" / "linear_relu.manifest.json"
+    arrays = _linear_npy(tmp_path)
+    x = arrays["x"]
+    if change == "float64":
+        np.save(tmp_path / "x.npy", x.astype(np.float64))
+    elif change == "rank":
+        np.save(tmp_path / "x.npy", x[:, :, None])
+    elif change == "axis":
+        np.save(tmp_path / "x.npy", np.zeros((37, 21), np.float32))
+    elif change == "fortran":
+        np.save(tmp_path / "x.npy", np.asfortranarray(x))
+    elif change == "garbage":
+        (tmp_path / "x.npy").write_bytes(b"\x93NUMPY\x01\x00\xff\xff{'descr': ")
+    names = ["x", "w"] if change == "missing" else ["x", "w", "b"]
+    args = [f"{k}=@{k}.npy" for k in names] + (["N=36"] if change == "dims" else [])
+    out = tmp_path / "out"
+    run = subprocess.run([str(host), str(manifest), *args, "-o", str(out)],
+                         capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert message in run.stderr, run.stderr
+    assert not (out / "out.bin").exists()
+
+
+def test_a_c_host_names_the_backend_a_manifest_is_for(build: Path, tmp_path: Path) -> None:
+    host = _vulkan_host(build)
+    manifest = OUT / "wgsl" / "linear" / "linear_relu.manifest.json"
+    run = subprocess.run([str(host), str(manifest), "N=3", "--zeros"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 2
+    assert (
+        "[MAN002] backend: this host runs spirv, not wgsl: compile the kernels for it with "
+        "`mimir compile-gpu --backend spirv`"
+    ) in run.stderr
+
+
+def test_the_npy_reader_is_memory_safe_on_broken_files(tmp_path: Path) -> None:
+    """Truncated and corrupted .npy files through the host built with AddressSanitizer and
+    UBSan: refused with exit 2, never a crash."""
+    import numpy as np
+
+    require_tool("wgpu")
+    build = tmp_path / "asan"
+    build.mkdir()
+    result = _make("vulkan", build, CFLAGS=SANITIZE)
+    assert result.returncode == 0, result.stderr
+    host = build / "mimir-vulkan"
+    manifest = OUT / "spirv" / "linear" / "linear_relu.manifest.json"
+    np.save(tmp_path / "good.npy", np.ones((3, 20), np.float32))
+    data = (tmp_path / "good.npy").read_bytes()
+    rng = random.Random(7)
+    broken = [data[:n] for n in range(0, 140, 7)]
+    for _ in range(30):
+        at = rng.randrange(128)
+        broken.append(
+            data[:at] + bytes([rng.choice(b"(),'0123456789:{} \x00\xff")]) + data[at + 1 :]
+        )
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "XDG_RUNTIME_DIR": "/tmp"}
+    for i, blob in enumerate(broken):
+        path = tmp_path / f"x{i}.npy"
+        path.write_bytes(blob)
+        run = subprocess.run([str(host), str(manifest), f"x=@{path}", "--zeros"],
+                             capture_output=True, env=env)  # fmt: skip
+        report = run.stderr.decode(errors="replace")
+        assert "Sanitizer" not in report and "runtime error" not in report, (blob, report)
+        assert run.returncode in (0, 2), (blob, run.returncode, report)
+
+
 def test_cuda_host_builds_against_the_cuda_headers(build: Path) -> None:
     host = _cuda_host(build)
     manifest = OUT / "ptx" / "linear" / "linear_relu.manifest.json"
@@ -265,7 +401,9 @@ def test_cuda_host_builds_against_the_cuda_headers(build: Path) -> None:
 def _cuda_device(host: Path) -> str | None:
     """Why the CUDA host cannot run here (no driver, no device), or None when it can."""
     manifest = OUT / "ptx" / "linear" / "linear_relu.manifest.json"
-    result = subprocess.run([str(host), str(manifest), "N=1"], capture_output=True, text=True)
+    result = subprocess.run(
+        [str(host), str(manifest), "N=1", "--zeros"], capture_output=True, text=True
+    )
     return result.stderr.strip() if result.returncode == 3 else None
 
 
@@ -360,7 +498,7 @@ def test_the_vulkan_host_is_memory_safe_on_good_and_broken_manifests(
     # (refused after the device is open: the driver's own leak is not counted)
     range_run = subprocess.run(
         [str(host), str(OUT / "spirv" / "gathers" / "cross_entropy_mean.manifest.json"),
-         "N=3", "C=4", f"labels=@{labels}"],
+         "N=3", "C=4", f"labels=@{labels}", "--zeros"],
         capture_output=True, text=True,
         env={**os.environ, "XDG_RUNTIME_DIR": "/tmp", "ASAN_OPTIONS": "detect_leaks=0"},
     )  # fmt: skip
@@ -381,7 +519,9 @@ def test_the_vulkan_host_is_memory_safe_on_good_and_broken_manifests(
         target.write_bytes(data)
         for spv in path.glob("linear_relu*.spv"):
             (tmp_path / spv.name).write_bytes(spv.read_bytes())
-        run = subprocess.run([str(host), str(target), "N=3"], capture_output=True, env=env)
+        run = subprocess.run(
+            [str(host), str(target), "N=3", "--zeros"], capture_output=True, env=env
+        )
         report = run.stderr.decode(errors="replace")
         assert "Sanitizer" not in report and "runtime error" not in report, (data, report)
         assert run.returncode in (0, 1, 2), (data, run.returncode, report)

@@ -249,6 +249,21 @@ def test_a_folder_with_every_backend_loads_the_one_asked_for(tmp_path: Path) -> 
         _ = load(tmp_path, backend="wgsl").nope
 
 
+def test_a_library_lists_its_kernels_and_names_them_on_a_typo() -> None:
+    kernels = load(OUT / "wgsl" / "linear")
+    assert {"linear_relu", "linear_gelu_scaled"} <= set(dir(kernels))
+    assert "linear_relu" in kernels and "nope" not in kernels
+    shown = repr(kernels)
+    assert "linear_relu(x, w, b)" in shown and "linear_gelu_scaled(x, w, b, scale)" in shown
+    with pytest.raises(AttributeError) as info:
+        _ = kernels.linear_rleu
+    message = str(info.value)
+    assert "`linear_relu`" in message and "`linear_gelu_scaled`" in message
+    assert "did you mean `linear_relu`?" in message
+    with pytest.raises(KeyError, match="it holds"):
+        _ = kernels["linear"]
+
+
 def _cuda_or_skip() -> None:
     from mimir.runtime import cuda_runner
 
@@ -449,7 +464,7 @@ def test_a_one_launch_sum_runs_again_on_the_same_buffers(monkeypatch) -> None:
     have put the counter back to zero."""
     from harness.ptx_interp import _parse
 
-    from mimir.codegen.reductions import CHUNK
+    from mimir.codegen.schedule.layout import CHUNK
     from mimir.runtime import cuda_runner
 
     fake = _FakeDriver()

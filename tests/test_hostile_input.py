@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from ci_tree import mimir as mimir_inprocess
 
-from mimir import cache as cache_module
-from mimir.cache import Cache, cache_dir
 from mimir.check import check_source
 from mimir.diagnostics.diagnostic import Diagnostic, Span
+from mimir.gate import cache as cache_module
+from mimir.gate.cache import Cache, cache_dir
+from mimir.gate.runner import _cache_settings
 from mimir.parse.depth import MAX_EXPRESSION_DEPTH
-from mimir.runner import _cache_settings
 
 REPO = Path(__file__).resolve().parent.parent
 BAD_MATMUL = (REPO / "examples" / "bad_matmul.py").read_text()
@@ -398,7 +398,7 @@ def test_malformed_entries_with_a_valid_mac_are_misses(tmp_path: Path, name, dat
 
 def _forge(root: Path, file: str, text: str, how: str) -> None:
     """Write the entry an attacker would: no diagnostics, at the key `mimir check` will use."""
-    from mimir.config import load_config
+    from mimir.gate.config import load_config
 
     config = load_config(start=root)
     key = Cache(root, _cache_settings(config), secret=None).key(file, text.encode())
@@ -516,7 +516,7 @@ def test_bracket_classes_are_literal_sets_without_warnings(tmp_path: Path) -> No
     )
     assert "Warning" not in result.stderr, result.stderr
     assert result.returncode == 1  # `a.py` is no single character of the set: still checked
-    from mimir.config import glob_match
+    from mimir.gate.config import glob_match
 
     assert glob_match("[[:alpha:]]", "a]") and not glob_match("[[:alpha:]]", "b]")
     assert glob_match("[!a-c].py", "d.py") and not glob_match("[!a-c].py", "b.py")

@@ -105,7 +105,7 @@ def test_a_transposed_read_of_the_old_value_is_written_by_the_mirror_thread(
     tmp_path: Path,
 ) -> None:
     """`x = x + x.T`: thread (i, j), i <= j, computes the new (i, j) and (j, i) from the
-    old values, then stores both (`Plan.mirror`): one launch, no scratch, each element
+    old values, then stores both (`Elementwise.mirror`): one launch, no scratch, each element
     read once. Against the shim for sides of 1, 7 and 300 (several workgroups), blocks
     in reverse too. A launch with a second output keeps the scratch and the copy:
     another thread would read the element it stores."""

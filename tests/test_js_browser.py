@@ -39,13 +39,16 @@ CASES = [
 ]
 
 
-def browser(*args: str) -> Any:
+def browser(*args: str, flags: str | None = None) -> Any:
     node = require_node_package("playwright-core")
     exe = chromium()
+    env = {**os.environ, "CHROMIUM": exe, "XDG_RUNTIME_DIR": "/tmp"}
+    if flags is not None:
+        env["MIMIR_CHROMIUM_FLAGS"] = flags
     proc = subprocess.run(
         [node, str(JS / "test" / "browser.mjs"), *args],
         cwd=JS,
-        env={**os.environ, "CHROMIUM": exe, "XDG_RUNTIME_DIR": "/tmp"},
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
@@ -134,3 +137,22 @@ def test_web_demo_runs_in_chromium_and_matches_the_shim() -> None:
     header = shot.read_bytes()[:24]
     assert header[:8] == b"\x89PNG\r\n\x1a\n"
     assert int.from_bytes(header[16:20], "big") >= 1000
+
+
+def test_web_demo_says_how_to_turn_webgpu_on_when_it_is_off() -> None:
+    """Chromium without the WebGPU flags has no adapter: the page shows how to enable it,
+    not only the error."""
+    result = browser("page", str(REPO), "/examples/web/index.html", flags=" ")
+    assert result["state"] == "error", result
+    assert result["error"].startswith("ManifestError: WebGPU found no adapter")
+    assert "chrome://flags/#enable-unsafe-webgpu" in result["error"]
+    assert result["help"] is True
+
+
+def test_the_docs_count_the_demo_kernels_the_page_runs() -> None:
+    manifest = json.loads((WEB / "kernels" / "classify.manifest.json").read_text())
+    page = (REPO / "docs" / "hosts-js.md").read_text()
+    words = {1: "one", 2: "two", 3: "three", 4: "four"}
+    count = len(manifest["kernels"])
+    assert f"{words[count]} kernel launches" in page
+    assert not [n for n in words.values() if n != words[count] and f"{n} kernels" in page]

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import struct
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import require
 from jshost import (
     JS,
     REPO,
@@ -562,3 +564,24 @@ def test_load_keeps_the_gpu_object_alive(mlp_manifest: Path) -> None:
     assert len(runs) == 3
     for got in runs:
         assert not mismatches(got, want, "float32")
+
+
+def test_the_package_packs_for_installing_elsewhere() -> None:
+    """`npm pack` makes an installable tarball: not private, the sources, the README with its
+    install instructions, `webgpu` an optional peer, and no tests."""
+    npm = shutil.which("npm")
+    require(npm is not None, "`npm` is not on PATH (apt-get install nodejs npm)")
+    package = json.loads((JS / "package.json").read_text())
+    assert "private" not in package
+    assert package["peerDependenciesMeta"]["webgpu"]["optional"] is True
+    run = subprocess.run(
+        [npm, "pack", "--dry-run", "--json"], cwd=JS, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    (packed,) = json.loads(run.stdout)
+    assert packed["filename"] == f"mimir-host-{package['version']}.tgz"
+    files = {f["path"] for f in packed["files"]}
+    assert {"package.json", "README.md", "src/index.js", "src/index.d.ts"} <= files
+    assert not [f for f in files if f.startswith("test/")]
+    readme = (JS / "README.md").read_text()
+    assert "npm pack" in readme and "npm install" in readme

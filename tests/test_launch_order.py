@@ -1,4 +1,4 @@
-"""The order of a function's launches (`mimir.codegen.launch_order`): each launch after the
+"""The order of a function's launches (`mimir.codegen.passes.launch_order`): each launch after the
 launches whose results it reads, and the invariant every manifest is checked against before
 any file is written (GPU073 when it breaks, never an emitted kernel)."""
 
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mimir.codegen import compile_source, launch_order
+from mimir.codegen import compile_source
 from mimir.codegen.ir import BufferParam, Kernel
+from mimir.codegen.passes import launch_order
 
 REPO = Path(__file__).resolve().parent.parent
 WEIGHTED = REPO / "tests" / "kernels" / "weighted.py"

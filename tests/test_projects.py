@@ -18,9 +18,9 @@ import pytest
 from support import markers
 
 from mimir.check import check_source
-from mimir.config import load_config
+from mimir.gate.config import load_config
+from mimir.gate.runner import run_check
 from mimir.project import Project
-from mimir.runner import run_check
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECTS = ROOT / "tests" / "projects"

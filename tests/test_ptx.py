@@ -31,7 +31,7 @@ import pytest
 from harness import require
 
 from mimir.codegen import compile_source
-from mimir.codegen.backends.ptx import PTX, PTX_ASYNC_TARGET, PTX_TARGET, PTX_VERSION
+from mimir.codegen.backends.ptx import PTX, PTX_ASYNC_TARGET, PTX_TARGET, PTX_VERSION, mathlib
 from mimir.codegen.ir import (
     Binary,
     BufferParam,
@@ -49,7 +49,6 @@ from mimir.codegen.ir import (
     Var,
 )
 from mimir.codegen.manifest import validate_manifest
-from mimir.codegen.ptx import mathlib
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT
 
 ZOO_DIR = Path(__file__).resolve().parent / "kernels"

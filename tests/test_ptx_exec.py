@@ -246,7 +246,7 @@ def test_one_launch_total_any_block_last_repeated_and_as_two_launches(
     second run on the same buffers (the counter is back at zero), and as the two launches
     a target without a device-scope fence gets (PTX compiled as if it had none)."""
     from mimir.codegen.backends.ptx import PTX
-    from mimir.codegen.reductions import CHUNK
+    from mimir.codegen.schedule.layout import CHUNK
 
     manifest = _total_ptx(tmp_path / "one")
     (kernel,) = manifest["kernels"]
@@ -274,7 +274,7 @@ def test_a_block_that_is_not_last_leaves_the_output_alone(tmp_path: Path) -> Non
     """Run forward, the first block reads ticket 0 of 4 and returns; were the ticket
     ignored (every block combining), the result would still match, so this runs one
     block alone and checks that it did not write the output and left the counter at 1."""
-    from mimir.codegen.reductions import CHUNK
+    from mimir.codegen.schedule.layout import CHUNK
 
     manifest = _total_ptx(tmp_path)
     (kernel,) = manifest["kernels"]

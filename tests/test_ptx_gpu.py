@@ -34,8 +34,8 @@ from test_backends_exec import BINDINGS, FUNCTIONS, KERNELS, _compare, _dims
 from test_ptx_exec import compiled_ptx
 
 from mimir.codegen import compile_source
-from mimir.codegen.ptx import mathlib
-from mimir.codegen.ptx.emulate import evaluate, ulp_error
+from mimir.codegen.backends.ptx import mathlib
+from mimir.codegen.backends.ptx.emulate import evaluate, ulp_error
 from mimir.runtime.verify import default_scalars
 
 

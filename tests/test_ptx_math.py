@@ -1,7 +1,7 @@
 """The PTX backend's math without a GPU: the instruction sequences, executed exactly on the CPU.
 
-`mimir.codegen.ptx.mathlib` writes exp, log, tanh and pow once as instruction
-lists; the backend prints them and `mimir.codegen.ptx.emulate` runs them with
+`mimir.codegen.backends.ptx.mathlib` writes exp, log, tanh and pow once as instruction
+lists; the backend prints them and `mimir.codegen.backends.ptx.emulate` runs them with
 IEEE float32 semantics (every instruction in them is correctly rounded, so the
 emulation is what the GPU computes). Here they are held to `ACCURACY` against
 `math` (double precision, far finer than float32 ulp) on seeded samples over
@@ -18,10 +18,10 @@ from fractions import Fraction
 
 import pytest
 
-from mimir.codegen.ptx import emulate, mathlib
-from mimir.codegen.ptx.emit import Emitter
-from mimir.codegen.ptx.emulate import evaluate, round_f32, ulp_error
-from mimir.codegen.ptx.registers import Registers
+from mimir.codegen.backends.ptx import emulate, mathlib
+from mimir.codegen.backends.ptx.emit import Emitter
+from mimir.codegen.backends.ptx.emulate import evaluate, round_f32, ulp_error
+from mimir.codegen.backends.ptx.registers import Registers
 
 INF, NAN = math.inf, math.nan
 
@@ -337,7 +337,7 @@ def test_truncating_division_builds_python_floor_division() -> None:
 
 
 def test_ir_division_maps_to_truncating_instructions() -> None:
-    from mimir.codegen.ptx.tables import ARITH
+    from mimir.codegen.backends.ptx.tables import ARITH
 
     assert ARITH[("/", "i32")] == "div.s32" and ARITH[("%", "i32")] == "rem.s32"
     assert ARITH[("/", "u32")] == "div.u32" and ARITH[("%", "u32")] == "rem.u32"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from mimir import runner
 from mimir.check import check_source
-from mimir.config import load_config
 from mimir.constraints import devices
+from mimir.gate import runner
+from mimir.gate.config import load_config
 from mimir.parse import spans
 
 HEADER = 'from mimir.array import Dim, Tensor, float32, gpu\n\nN = Dim("N")\n'

@@ -226,7 +226,7 @@ def test_a_literal_row_is_loaded_once_per_element(tmp_path: Path) -> None:
     (kernel,) = json.loads(files["log_softmax_row_512.manifest.json"])["kernels"]
     per_thread = 512 // kernel["workgroup_size"][0]
     assert "$L_loop" not in text  # the row is not walked twice
-    assert text.count("// exp: mimir.codegen.ptx.mathlib") == per_thread
+    assert text.count("// exp: mimir.codegen.backends.ptx.mathlib") == per_thread
     softmax = tmp_path / "softmax"
     softmax.mkdir()
     assert _bytes_loaded("rows", "log_softmax_row_512", {"N": rows}, softmax) == 4 * rows * 512
@@ -1370,7 +1370,7 @@ def test_what_broadcasting_and_layouts_keep_scalar() -> None:
 
 def test_independent_launches_run_side_by_side_in_one_launch(tmp_path: Path) -> None:
     """Launches that share no buffer one of them writes are one launch, each workgroup
-    running the part its id falls in (`mimir.codegen.side_by_side`): a column sum of x
+    running the part its id falls in (`mimir.codegen.passes.side_by_side`): a column sum of x
     beside row reductions of m (2 launches before), a row min, a whole sum and a column
     max of one mask (3, on WGSL too: its whole and column reductions hand off through
     tagged words),
@@ -1442,8 +1442,8 @@ def test_launches_are_merged_only_where_independent_and_within_every_limit() -> 
     chain joins the chain's first launch (it moves up); workgroups of another size (but a
     wider thread-local launch, cut to size), more threadgroup memory or more buffers than
     every backend guarantees keep launches apart."""
-    from mimir.codegen import side_by_side
     from mimir.codegen.backends import BACKENDS
+    from mimir.codegen.passes import side_by_side
 
     limit = side_by_side.limits(BACKENDS.values())
     assert limit == side_by_side.Limits(shared_bytes=16384, storage_buffers=8)

@@ -38,6 +38,8 @@ from typer.testing import CliRunner
 from mimir.cli import app
 from mimir.codegen import compile_source
 from mimir.codegen.backends import SPIRV
+from mimir.codegen.backends.spirv import split_instructions
+from mimir.codegen.backends.spirv.spec import Capability, Decoration, Op, StorageClass
 from mimir.codegen.ir import (
     Binary,
     BufferParam,
@@ -55,8 +57,6 @@ from mimir.codegen.ir import (
     VarDecl,
 )
 from mimir.codegen.manifest import validate_manifest
-from mimir.codegen.spirv import split_instructions
-from mimir.codegen.spirv.spec import Capability, Decoration, Op, StorageClass
 from mimir.diagnostics.codes import REGISTRY
 from mimir.runtime.verify import choose_dims, default_scalars, grow_dims, largest_buffer
 
@@ -228,7 +228,8 @@ def test_bindings_are_the_manifests_and_read_only_variables_are_non_writable(ste
                 ops for op, ops in split_instructions(ws)
                 if op == Op.MemberDecorate and ops[2] == Decoration.NonWritable
             ]  # fmt: skip
-            assert not member_non_writable  # naga ignores it there (DESIGN.md section 5)
+            # naga ignores it there (ARCHITECTURE.md, "Correctness without a GPU")
+            assert not member_non_writable
 
 
 def _capabilities(data: bytes) -> set[int]:

@@ -1,4 +1,5 @@
-"""The SPIR-V instruction builder, module assembler and disassembler (`mimir.codegen.spirv`).
+"""The SPIR-V instruction builder, module assembler and disassembler
+(`mimir.codegen.backends.spirv`).
 
 Opcode numbers, operand layouts and enumerants are checked against the
 Khronos grammar (`spirv.core.grammar.json` and the GLSL.std.450 grammar from
@@ -19,9 +20,9 @@ from pathlib import Path
 import pytest
 from harness import require, require_tool
 
-from mimir.codegen.spirv import Function, Module, disassemble, split_instructions
-from mimir.codegen.spirv import instructions as ins
-from mimir.codegen.spirv.spec import (
+from mimir.codegen.backends.spirv import Function, Module, disassemble, split_instructions
+from mimir.codegen.backends.spirv import instructions as ins
+from mimir.codegen.backends.spirv.spec import (
     GLSL,
     GLSL_SET,
     LAYOUT,

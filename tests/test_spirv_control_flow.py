@@ -1,7 +1,7 @@
 """Hand-built IR that the zoo does not reach, through the SPIR-V backend, spirv-val and wgpu.
 
 The scheduler's kernels use a subset of the IR; these kernels cover the rest
-of what `mimir.codegen.spirv.body` emits: `Select`, `&&` and `||` whose lazy
+of what `mimir.codegen.backends.spirv.body` emits: `Select`, `&&` and `||` whose lazy
 side loads (a selection and an `OpPhi`, so a guarded index past the end is
 never read), a helper that assigns its parameter and returns from inside a
 loop, an `if`/`else` whose branches both return (an unreachable merge block),

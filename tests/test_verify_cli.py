@@ -62,7 +62,7 @@ def test_verify_runs_only_the_backends_asked_for_and_shows_progress(
     kernel_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     require_tool("wgpu")
-    clock = itertools.count(0, 5)  # each reading is five seconds on: past the quiet start
+    clock = itertools.count(0, 5)  # each reading is five seconds on
     monkeypatch.setattr("time.monotonic", lambda: next(clock))
     result = CliRunner().invoke(
         mimir.cli.app, ["verify", str(kernel_file), "--backend", "spirv", "--dim", "N=9"]
@@ -70,7 +70,8 @@ def test_verify_runs_only_the_backends_asked_for_and_shows_progress(
     assert result.exit_code == 0, result.output
     rows = [line.split() for line in result.stdout.splitlines() if line.startswith("scaled_sum")]
     assert [r[1] for r in rows] == ["spirv"]  # N fixed: one binding
-    assert "[1/3] scaled_sum on spirv at N=9" in result.stderr
+    # one line per function on stderr as it finishes, with its time (not a terminal: no bar)
+    assert result.stderr == f"{kernel_file}: scaled_sum: ok (5.0 s)\n"
     bad = CliRunner().invoke(mimir.cli.app, ["verify", str(kernel_file), "--backend", "metal"])
     assert bad.exit_code == 2
 
@@ -136,4 +137,44 @@ def test_verify_without_wgpu_says_how_to_install(
     monkeypatch.setitem(sys.modules, "wgpu", None)
     result = CliRunner().invoke(mimir.cli.app, ["verify", str(kernel_file)])
     assert result.exit_code == 2
-    assert "pip install 'mimir[gpu]'" in result.output
+    assert "pip install 'mimir-kernels[gpu]'" in result.output
+
+
+BROKEN = KERNEL + (
+    "\n\n@gpu\n"
+    "def bad_matmul(a: Tensor[float32, N, 3], b: Tensor[float32, 4, 2]) -> Tensor[float32, N, 2]:\n"
+    "    return a @ b\n"
+)
+
+
+def test_verify_takes_several_files_and_reports_check_failures_apart(tmp_path: Path) -> None:
+    """Two files, one with a function that fails the check: that function is reported with
+    its diagnostic and not run; the others run; the summary tells the two kinds apart."""
+    require_tool("wgpu")
+    good = tmp_path / "good.py"
+    good.write_text(KERNEL)
+    broken = tmp_path / "broken.py"
+    broken.write_text(BROKEN)
+    result = CliRunner().invoke(
+        mimir.cli.app, ["verify", str(good), str(broken), "--backend", "wgsl", "--dim", "N=5"]
+    )
+    assert result.exit_code == 1, result.output
+    out = result.stdout
+    assert f"\n{good}:\n" in out and f"\n{broken}:\n" in out
+    assert "error[GPU011]" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("scaled_sum", "bad_"))]
+    assert [r[0] for r in rows] == ["scaled_sum", "scaled_sum"]  # bad_matmul never ran
+    assert out.splitlines()[-1] == (
+        "2 functions matched; 1 function failed `mimir check` and did not run "
+        f"(`{broken}:bad_matmul`)"
+    )
+    assert "failed verification" not in out
+    assert f"{broken}: bad_matmul: failed the check" in result.stderr
+
+
+def test_verify_can_use_the_shim_itself(kernel_file: Path) -> None:
+    require_tool("wgpu")
+    args = ["verify", str(kernel_file), "--dim", "N=5", "--reference"]
+    result = CliRunner().invoke(mimir.cli.app, [*args, "shim"])
+    assert result.exit_code == 0, result.output
+    assert CliRunner().invoke(mimir.cli.app, [*args, "torch"]).exit_code == 2

@@ -33,7 +33,7 @@ from mimir.codegen.ir import (
     WarpReduce,
     walk_expr,
 )
-from mimir.codegen.warp import to_workgroup_memory
+from mimir.codegen.passes.workgroup_memory import to_workgroup_memory
 from mimir.runtime import manifest as mf
 
 KERNELS = Path(__file__).parent / "kernels"
@@ -151,7 +151,7 @@ def test_nan_and_infinities_match_the_shim(
 
 
 def test_row_width_gives_each_thread_about_eight_elements() -> None:
-    from mimir.codegen.context import row_width
+    from mimir.codegen.kernels.context import row_width
 
     assert [row_width(n) for n in (1, 64, 257, 1024, 1025, 4096)] == [32, 32, 64, 128, 256, 256]
     assert row_width(None) == 128  # a symbolic row: 4 warps

@@ -388,6 +388,7 @@ python -m mimir verify zoo/softmax.py         # WGSL on your wgpu adapter agains
 their constraints, the buffers and their shapes, the uniform block, and the
 launches in order. From Python, with the `gpu` extra:
 
+<!-- run: python -->
 ```python
 import json
 from mimir.runtime.wgpu_runner import run_manifest
@@ -403,7 +404,17 @@ print(run_manifest(manifest, "out/softmax/wgsl", {"x": x}, {"N": 3, "C": 4}))
 '.[gpu]'`, plus spirv-val, clang++ and ptxas for those columns: a backend whose tool is
 missing says `not run`). It shows its progress, and keeps each row in a cache under
 `~/.cache/mimir/zoo` keyed by the kernel's source and Mimir's own code, so after an edit
-only the changed kernels run again (`--no-cache` runs them all).
+only the changed kernels run again (`--no-cache` runs them all). Words choose kernels by
+name and print their rows instead of writing the file:
+
+```sh
+python -m zoo.table softmax                   # the rows of softmax and log_softmax, printed
+```
+
+<!-- not run here: every kernel, minutes on a cold cache; tests/test_zoo.py checks the table -->
+```sh
+python -m zoo.table                           # every kernel: writes zoo/README.md
+```
 
 ## Adding a kernel
 
@@ -496,7 +507,7 @@ def cache_folder() -> Path:
 @functools.cache
 def _harness_fingerprint() -> str:
     """Mimir's own code and the validators and runners the rows come from."""
-    from mimir.cache import tool_fingerprint
+    from mimir.gate.cache import tool_fingerprint
 
     h = hashlib.sha256(tool_fingerprint().encode())
     for folder in (REPO / "tests" / "harness", REPO / "tests" / "fuzzing", ZOO):

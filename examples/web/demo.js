@@ -6,7 +6,6 @@ const status = document.getElementById('status');
 window.mimirDemo = { state: 'running' };
 
 async function main() {
-  if (!navigator.gpu) throw new Error('this browser has no WebGPU (navigator.gpu is missing)');
   const data = await (await fetch('data.json')).json();
   const model = await load('kernels/classify.manifest.json');
   const inputs = Object.fromEntries(Object.entries(data.inputs).map(([k, v]) => [k, Float32Array.from(v)]));
@@ -66,5 +65,8 @@ async function main() {
 main().catch((err) => {
   status.className = 'error';
   status.textContent = `${err.name}: ${err.message}`;
-  Object.assign(window.mimirDemo, { state: 'error', error: `${err.name}: ${err.message}` });
+  // no WebGPU here: say how to turn it on (the host's message says it too, in one line)
+  const off = /^WebGPU (found no adapter|is not available)/.test(err.message);
+  if (off) document.getElementById('webgpu-help').hidden = false;
+  Object.assign(window.mimirDemo, { state: 'error', error: `${err.name}: ${err.message}`, help: off });
 });

@@ -54,7 +54,7 @@ export type OutputArray = Float32Array | Int32Array | Uint32Array | Uint8Array;
 export interface LoadOptions {
   /** The device to run on; by default one is requested from `gpu`. */
   device?: any;
-  /** Where to request an adapter (default `navigator.gpu`); in Node, e.g. `create([])` of the `webgpu` package. */
+  /** Where to request an adapter (default `navigator.gpu`; in Node, `create([])` of the `webgpu` package, and a software Vulkan driver found on the machine when it has no adapter). */
   gpu?: any;
   /** Kernel sources by file name, instead of fetching them next to the manifest. */
   files?: Record<string, string>;

@@ -52,7 +52,8 @@ const WANTED_LIMITS = [
  * @param {string | URL | object} source
  * @param {object} [options]
  * @param {GPUDevice} [options.device] the device to run on (default: one from `options.gpu`)
- * @param {GPU} [options.gpu] where to ask for an adapter (default: `navigator.gpu`)
+ * @param {GPU} [options.gpu] where to ask for an adapter (default: `navigator.gpu`; in Node, the
+ *   `webgpu` package's, and where it finds no adapter, a software Vulkan driver on the machine)
  * @param {Record<string, string>} [options.files] kernel sources by file name (instead of fetching)
  * @param {string | URL} [options.baseUrl] where the manifest's kernel files live, for an object source
  * @returns {Promise<Program>}
@@ -173,15 +174,92 @@ async function readBytes(url, limit, code, field) {
   return out;
 }
 
+// Software Vulkan drivers Dawn (the `webgpu` package) can run on where no GPU driver works:
+// SwiftShader, as Chromium ships it. (Debian 12's Mesa lavapipe is refused by Dawn.)
+const SOFTWARE_ICDS = [
+  '/usr/lib/chromium/vk_swiftshader_icd.json',
+  '/usr/lib/chromium-browser/vk_swiftshader_icd.json',
+  '/usr/lib64/chromium-browser/vk_swiftshader_icd.json',
+  '/opt/google/chrome/vk_swiftshader_icd.json',
+];
+
+const inNode = () => typeof globalThis.process?.versions?.node === 'string';
+
+/** Node without a `gpu`: the `webgpu` package's, when it is installed. */
+// a name in a variable: bundlers leave this Node-only, optional import alone
+const WEBGPU_PACKAGE = 'webgpu';
+
+async function nodeGpu() {
+  if (!inNode()) return undefined;
+  try {
+    const { create } = await import(/* webpackIgnore: true */ /* @vite-ignore */ WEBGPU_PACKAGE);
+    return create([]);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Node, no adapter, and no Vulkan driver chosen (`VK_ICD_FILENAMES`): try a software driver
+ * found on the machine, and say so on stderr. Returns {gpu, adapter} or undefined.
+ */
+async function softwareAdapter() {
+  if (!inNode()) return undefined;
+  const env = globalThis.process.env;
+  if (env.VK_ICD_FILENAMES || env.VK_DRIVER_FILES) return undefined;
+  const { existsSync } = await import('node:fs');
+  const icd = SOFTWARE_ICDS.find((file) => existsSync(file));
+  if (!icd) return undefined;
+  let create;
+  try {
+    ({ create } = await import(/* webpackIgnore: true */ /* @vite-ignore */ WEBGPU_PACKAGE));
+  } catch {
+    return undefined;
+  }
+  env.VK_ICD_FILENAMES = icd; // read by the Vulkan loader when the new instance starts
+  const gpu = create([]);
+  const adapter = await gpu.requestAdapter();
+  if (!adapter) {
+    delete env.VK_ICD_FILENAMES;
+    return undefined;
+  }
+  console.warn(
+    `mimir-host: no WebGPU adapter on this machine's drivers; running on the software Vulkan ` +
+    `driver ${icd} (VK_ICD_FILENAMES is now set to it; set it yourself to choose another)`,
+  );
+  return { gpu, adapter };
+}
+
+/** Why there is no adapter, and what to do, for the place this runs in. */
+function noAdapter() {
+  if (inNode()) {
+    return 'WebGPU found no adapter: no GPU driver here that WebGPU can use, and no software ' +
+      'Vulkan driver was found. Install one and point VK_ICD_FILENAMES at its ICD file (Debian: ' +
+      '`apt-get install chromium`, which ships SwiftShader, then ' +
+      'VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json)';
+  }
+  return 'WebGPU found no adapter: WebGPU is off in this browser or has no GPU to use. ' +
+    'Chrome or Chromium: enable chrome://flags/#enable-unsafe-webgpu (on Linux also ' +
+    'chrome://flags/#enable-vulkan), or start it with --enable-unsafe-webgpu ' +
+    '--enable-features=Vulkan; Firefox: set dom.webgpu.enabled in about:config; Safari: ' +
+    'Develop > Feature Flags > WebGPU';
+}
+
 async function requestDevice(manifest, gpu) {
-  gpu = gpu ?? globalThis.navigator?.gpu;
+  gpu = gpu ?? globalThis.navigator?.gpu ?? (await nodeGpu());
   if (!gpu) {
     throw new ManifestError(
-      'WebGPU is not available here (no navigator.gpu); in Node pass options.gpu (e.g. from the `webgpu` package) or options.device',
+      inNode()
+        ? 'WebGPU is not available here: install the `webgpu` package (npm install webgpu), or pass options.gpu or options.device'
+        : 'WebGPU is not available in this browser (no navigator.gpu). ' + noAdapter().split(': ').slice(1).join(': '),
     );
   }
-  const adapter = await gpu.requestAdapter();
-  if (!adapter) throw new ManifestError('WebGPU found no adapter');
+  let adapter = await gpu.requestAdapter();
+  if (!adapter) {
+    const software = await softwareAdapter();
+    if (software) ({ gpu, adapter } = software);
+  }
+  if (!adapter) throw new ManifestError(noAdapter());
   const features = [];
   if (needsF16(manifest)) {
     if (!adapter.features.has('shader-f16')) {

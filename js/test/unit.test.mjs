@@ -202,3 +202,21 @@ test('a value outside an input\'s range is refused before any launch (GPU043)', 
   assert.equal(device.log.filter((e) => e[0] === 'dispatch').length, 1);
   await assert.rejects(load({ ...INOUT, buffers: [{ ...INOUT.buffers[0], role: 'both' }, ...INOUT.buffers.slice(1)] }, { device }), /\[MAN002\] buffers\[0\]\.role: "both" is not one of input/);
 });
+
+test('no adapter in Node: the error says how to get a software driver', async () => {
+  const saved = process.env.VK_ICD_FILENAMES;
+  process.env.VK_ICD_FILENAMES = '/nonexistent/icd.json'; // a driver chosen: no fallback tried
+  try {
+    const gpu = { requestAdapter: async () => null };
+    await assert.rejects(load(MANIFEST, { gpu, files: { 'a.wgsl': '' } }), (err) => {
+      assert.ok(err instanceof ManifestError);
+      assert.match(err.message, /^WebGPU found no adapter/);
+      assert.match(err.message, /VK_ICD_FILENAMES=\/usr\/lib\/chromium\/vk_swiftshader_icd\.json/);
+      assert.match(err.message, /apt-get install chromium/);
+      return true;
+    });
+  } finally {
+    if (saved === undefined) delete process.env.VK_ICD_FILENAMES;
+    else process.env.VK_ICD_FILENAMES = saved;
+  }
+});

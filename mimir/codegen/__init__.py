@@ -1,15 +1,17 @@
-"""Code generation: proven kernels to MSL and WGSL files plus a manifest.
+"""Code generation: proven kernels to MSL, WGSL, PTX and SPIR-V files plus a manifest.
 
-    result = compile_source("k.py", text, ["msl", "wgsl"])
-    if result.diagnostics: ...               # check errors or refusals: no files
-    for relative_path, content in result.files.items(): ...
+    result = compile_source("k.py", text, ["msl", "wgsl", "ptx", "spirv"])
+    result.diagnostics, result.refused       # check errors or refusals, and whose
+    for relative_path, content in result.files.items(): ...   # every other function's
 
-Pipeline per `@gpu` function (DESIGN.md section 1): `schedule` splits the
-proven graph into launches, `kernels.build` turns each launch into one IR
-kernel, and each backend prints it (`backends/`); `manifest` describes the
-launches. A construct that cannot be compiled is a coded diagnostic (GPU070:
-a backend cannot emit it, GPU071: it cannot be scheduled), never a silently
-wrong kernel, and then no file is produced at all.
+Pipeline per `@gpu` function (ARCHITECTURE.md, "The pipeline"): `schedule` splits the
+proven graph into launches, `kernels.build` turns each launch into one IR kernel,
+the passes order them, run independent ones side by side and legalise them
+(`passes/`), and each backend prints them (`backends/`); `manifest` describes the
+launches. A construct that cannot be compiled is a coded diagnostic (GPU070: a
+backend cannot emit it, GPU071: it cannot be scheduled), never a silently wrong
+kernel, and then no file of that function is produced; the functions that check
+clean and compile keep theirs (a module-level error refuses them all).
 
 With one backend the files are `NAME.manifest.json` and `NAME_K_WHAT.EXT`;
 with several, each backend's files sit under `BACKEND/`.
@@ -17,22 +19,24 @@ with several, each backend's files sit under `BACKEND/`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-from mimir.codegen import launch_order, side_by_side
 from mimir.codegen.backends import BACKENDS
 from mimir.codegen.backends.base import Backend
-from mimir.codegen.contract import contract
-from mimir.codegen.index_level import build_index_level
-from mimir.codegen.ir import legalise
+from mimir.codegen.ir import Kernel, legalise
 from mimir.codegen.kernels import build
+from mimir.codegen.kernels.index_level import build_index_level
 from mimir.codegen.manifest import build_manifest, dumps
+from mimir.codegen.passes import launch_order, side_by_side
+from mimir.codegen.passes.contract import contract
+from mimir.codegen.passes.workgroup_memory import to_workgroup_memory
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, LAUNCH_ORDER, RefusalError
 from mimir.codegen.schedule import Schedule, schedule
-from mimir.codegen.warp import to_workgroup_memory
 from mimir.diagnostics.diagnostic import Diagnostic, Span
-from mimir.parse.depth import deep_call
+from mimir.parse.depth import on_deep_stack
 from mimir.parse.spans import read_source
 
 __all__ = [
@@ -56,6 +60,9 @@ class CompileResult:
     # each compiled function's definition, where diagnostics about its files point
     functions: dict[str, Span] = field(default_factory=dict)
     usage_error: str | None = None  # e.g. `--function` names no @gpu function (exit 2)
+    # functions refused (check errors or a backend's refusal): none of their files are in
+    # `files`; the others' are
+    refused: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -81,20 +88,27 @@ def compile_source(
     backends: list[str],
     function: str | None = None,
     math: str = "fast",
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> CompileResult:
     """Compile every `@gpu` function of one file (or only `function`) for `backends`.
 
     `math`: `fast` (PTX's exp, log, tanh, sigmoid and gelu through the hardware's
     `ex2.approx`/`rcp.approx`, a few ulp) or `precise` (correctly rounded sequences);
-    the manifest of a PTX function records it."""
+    the manifest of a PTX function records it. `progress(done, total, name)` hears about
+    each function before it is compiled."""
     if math not in MATH_MODES:
         raise ValueError(f"unknown math mode `{math}`; expected one of {list(MATH_MODES)}")
     # room for the deepest expression the checker accepts (mimir.parse.depth)
-    return deep_call(_compile_source, path, text, backends, function, math)
+    return on_deep_stack(lambda: _compile_source(path, text, backends, function, math, progress))
 
 
 def _compile_source(
-    path: str, text: str, backends: list[str], function: str | None, math: str
+    path: str,
+    text: str,
+    backends: list[str],
+    function: str | None,
+    math: str,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> CompileResult:
     from mimir.check import check_source
 
@@ -118,135 +132,180 @@ def _compile_source(
         for d in checked.diagnostics
         if d.severity == "error" and (d.function is None or d.function in wanted)
     ]
-    if errors:
-        result.diagnostics = errors
+    result.diagnostics = errors
+    if any(d.function is None for d in errors):  # a module-level error: every function
+        result.refused = [k.graph.name for k in kernels]
         return result
-    for kernel in kernels:
+    failed = {d.function for d in errors}
+    for done, kernel in enumerate(kernels):
+        name = kernel.graph.name
+        if progress is not None:
+            progress(done, len(kernels), name)
+        if name in failed:
+            result.refused.append(name)
+            continue
+        before = len(result.diagnostics)
         compiled = _compile_kernel(kernel, path, names, result.diagnostics, math)
+        if len(result.diagnostics) > before:  # refused by a backend: none of its files
+            result.refused.append(name)
+            continue
         for relative, content, listing in compiled:
             result.files[relative] = content
             result.listings[relative] = listing
-    if result.diagnostics:
-        result.files, result.listings = {}, {}
     return result
 
 
 def compile_file(
-    path: str | Path, backends: list[str], function: str | None = None, math: str = "fast"
+    path: str | Path,
+    backends: list[str],
+    function: str | None = None,
+    math: str = "fast",
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> CompileResult:
     text, unreadable = read_source(Path(path))
     if unreadable is not None:
         return CompileResult(str(path), [unreadable], unreadable=True)
-    return compile_source(str(path), text or "", backends, function, math)
+    return compile_source(str(path), text or "", backends, function, math, progress)
 
 
 def _compile_kernel(
-    kernel, path: str, names: list[str], diagnostics: list[Diagnostic], math: str = "fast"
-):
-    """(relative path, content) of every file one function compiles to."""
-    name = kernel.graph.name
-    span = kernel.graph.kernel.span
-    precision = kernel.graph.kernel.precision
-    tensor_cores = precision == "tf32" and "ptx" in names
-    # one schedule per kind of target: a split reduction is one launch that hands off
-    # through a device-scope fence ("fence") or tagged atomic words ("tagged", WGSL), else
-    # (None) two; with vector views a symbolic row goes 4 wide behind a run-time test
-    # (`mimir.codegen.schedule`)
-    index_level = kernel.graph.kernel.grid is not None
+    kernel: Any, path: str, names: list[str], diagnostics: list[Diagnostic], math: str = "fast"
+) -> list[tuple[str, str | bytes, str]]:
+    """(relative path, content, text) of every file one function compiles to; none, with
+    the diagnostic appended, where it cannot be compiled for every backend in `names`."""
+    builds = _Builds(kernel, names, diagnostics)
+    if any(builds.get(*builds.kind(BACKENDS[n])) is None for n in names):
+        return []
+    files: list[tuple[str, str | bytes, str]] = []
+    for backend_name in names:
+        files += _backend_files(builds, backend_name, path, math)
+    return files
 
-    def kind(backend: type[Backend]) -> tuple[str | None, bool]:
+
+# The IR kernels of one kind of target (`_Builds.get`): the schedule, which of its launches
+# each kernel runs side by side, and the kernels legalised: for targets with warp
+# functions, without (WGSL, SPIR-V), and PTX's with tensor cores.
+Built = tuple[Schedule, list[list[int]], list[Kernel], list[Kernel], list[Kernel]]
+
+
+class _Builds:
+    """One schedule and its IR per kind of target, built when first asked for.
+
+    A kind is (handoff, vector views): a split reduction is one launch that hands off
+    through a device-scope fence ("fence") or tagged atomic words ("tagged", WGSL), else
+    (None) two; with vector views a symbolic row goes 4 wide behind a run-time test
+    (`mimir.codegen.schedule`)."""
+
+    def __init__(self, kernel: Any, names: list[str], diagnostics: list[Diagnostic]) -> None:
+        self.kernel, self.names, self.diagnostics = kernel, names, diagnostics
+        self.index_level = kernel.graph.kernel.grid is not None
+        self.tensor_cores = kernel.graph.kernel.precision == "tf32" and "ptx" in names
+        self.built: dict[tuple[str | None, bool], Built | None] = {}
+
+    def kind(self, backend: type[Backend]) -> tuple[str | None, bool]:
         handoff = "fence" if backend.device_fence else "tagged" if backend.tagged_handoff else None
+        index_level = self.index_level
         return (None if index_level else handoff, backend.vector_views and not index_level)
 
-    built: dict[tuple[str | None, bool], tuple | None] = {}
-
-    def build_kind(handoff: str | None, views: bool) -> tuple | None:
-        """The schedule and the IR of its launches for one kind of target (memoised;
-        None once refused, with the diagnostic appended)."""
-        if (handoff, views) in built:
-            return built[handoff, views]
-        built[handoff, views] = None
+    def get(self, handoff: str | None, views: bool) -> Built | None:
+        """The schedule and the IR of its launches for one kind of target (None once
+        refused, with the diagnostic appended)."""
+        if (handoff, views) in self.built:
+            return self.built[handoff, views]
+        self.built[handoff, views] = None
+        name, span = self.kernel.graph.name, self.kernel.graph.kernel.span
         try:
-            if index_level:
-                s, irs = build_index_level(kernel)
-                tc_irs = irs
-                parts = [[k] for k in range(len(irs))]
-            else:
-                one, tagged = handoff is not None, handoff == "tagged"
-                s = schedule(kernel, one_launch=one, vector_views=views, tagged=tagged)
-                irs = [build(s, k) for k in range(len(s.plans))]
-                # each launch after the launches whose results it reads (`launch_order`)
-                order = launch_order.dependency_order(irs, {b.name: b.role for b in s.buffers})
-                if order is None:
-                    raise RefusalError(
-                        LAUNCH_ORDER,
-                        f"internal error: the launches of `{name}` read each other's results "
-                        "in a cycle; please report it",
-                        span,
-                    )
-                if order != sorted(order):
-                    s = replace(s, plans=launch_order.reorder(s.plans, order))
-                    irs = launch_order.reorder(irs, order)
-                # PTX's own build: its float32 matmuls on TF32 tensor cores (`mma.sync`)
-                tc_irs = [build(s, k, True) for k in range(len(s.plans))] if tensor_cores else irs
-                parts = [[k] for k in range(len(irs))]
-                if len(irs) > 1:
-                    # independent launches side by side in one (`side_by_side`)
-                    variants = [irs, tc_irs, [to_workgroup_memory(ir) for ir in irs]]
-                    parts = side_by_side.groups(variants, side_by_side.limits(BACKENDS.values()))
-                    fused = side_by_side.fuse(s, irs, parts)
-                    tc_irs = side_by_side.fuse(s, tc_irs, parts) if tc_irs is not irs else fused
-                    irs = fused
+            s, parts, irs, tc_irs = self.launches(handoff, views)
         except RefusalError as err:
-            message = f"cannot compile `{name}` for {', '.join(names)}: {err.message}"
-            diagnostics.append(Diagnostic(err.code, message, err.span or span, function=name))
+            message = f"cannot compile `{name}` for {', '.join(self.names)}: {err.message}"
+            self.diagnostics.append(Diagnostic(err.code, message, err.span or span, function=name))
             return None
         # folded, literals typed: valid input for every printer; float32 a * b + c as fma;
         # for a target without warp functions, warp reductions in workgroup memory
         native = [contract(legalise(ir)) for ir in irs]
         fallback = (
             [contract(legalise(to_workgroup_memory(ir))) for ir in irs]
-            if any(not BACKENDS[n].warp_functions for n in names)
+            if any(not BACKENDS[n].warp_functions for n in self.names)
             else native
         )
         tc_native = [contract(legalise(ir)) for ir in tc_irs] if tc_irs is not irs else native
-        built[handoff, views] = (s, parts, native, fallback, tc_native)
-        return built[handoff, views]
+        self.built[handoff, views] = (s, parts, native, fallback, tc_native)
+        return self.built[handoff, views]
 
-    if any(build_kind(*kind(BACKENDS[n])) is None for n in names):
-        return []
-    files: list[tuple[str, str | bytes, str]] = []
-    for backend_name in names:
-        backend = BACKENDS[backend_name](math=math)
-        handoff, views = kind(BACKENDS[backend_name])
-        # a one-launch schedule whose handoff needs more than the backend has (8 storage
-        # buffers with the counters) falls back to the schedule without a handoff
-        tries = [(handoff, views), (None, views)] if handoff else [(handoff, views)]
-        for attempt, (f, v) in enumerate(tries):
-            got = build_kind(f, v)
-            if got is None:
-                break
-            s, parts, native, fallback, tc_native = got
-            own = tc_native if backend_name == "ptx" else native
-            irs = own if backend.warp_functions else fallback
-            refused = next(
-                ((k, why) for k, ir in enumerate(irs) if (why := backend.check(ir)) is not None),
-                None,
+    def launches(
+        self, handoff: str | None, views: bool
+    ) -> tuple[Schedule, list[list[int]], list[Kernel], list[Kernel]]:
+        """The schedule, which launches run side by side, the IR of its launches, and
+        PTX's with tensor cores (the same list where there are none)."""
+        kernel = self.kernel
+        if self.index_level:
+            s, irs = build_index_level(kernel)
+            return s, [[k] for k in range(len(irs))], irs, irs
+        one, tagged = handoff is not None, handoff == "tagged"
+        s = schedule(kernel, one_launch=one, vector_views=views, tagged=tagged)
+        irs = [build(s, k) for k in range(len(s.plans))]
+        # each launch after the launches whose results it reads (`launch_order`)
+        order = launch_order.dependency_order(irs, {b.name: b.role for b in s.buffers})
+        if order is None:
+            raise RefusalError(
+                LAUNCH_ORDER,
+                f"internal error: the launches of `{kernel.graph.name}` read each other's "
+                "results in a cycle; please report it",
+                kernel.graph.kernel.span,
             )
-            if refused is None:
-                try:
-                    files += _print_kernels(
-                        backend, backend_name, irs, names, path, name, s, math, precision
-                    )
-                except RefusalError as err:
-                    diagnostics.append(Diagnostic(err.code, err.message, span, function=name))
-                break
-            if attempt == len(tries) - 1:
-                k, why = refused
-                diagnostics.append(
-                    _refusal(kernel, s.plans[parts[k][0]].node, irs[k], backend_name, why)
+        if order != sorted(order):
+            s = replace(s, plans=launch_order.reorder(s.plans, order))
+            irs = launch_order.reorder(irs, order)
+        # PTX's own build: its float32 matmuls on TF32 tensor cores (`mma.sync`)
+        tc_irs = [build(s, k, True) for k in range(len(s.plans))] if self.tensor_cores else irs
+        parts = [[k] for k in range(len(irs))]
+        if len(irs) > 1:
+            # independent launches side by side in one (`side_by_side`)
+            variants = [irs, tc_irs, [to_workgroup_memory(ir) for ir in irs]]
+            parts = side_by_side.groups(variants, side_by_side.limits(BACKENDS.values()))
+            fused = side_by_side.fuse(s, irs, parts)
+            tc_irs = side_by_side.fuse(s, tc_irs, parts) if tc_irs is not irs else fused
+            irs = fused
+        return s, parts, irs, tc_irs
+
+
+def _backend_files(
+    builds: _Builds, backend_name: str, path: str, math: str
+) -> list[tuple[str, str | bytes, str]]:
+    """The files of one backend: its kernels and manifest. A one-launch schedule whose
+    handoff needs more than the backend has (8 storage buffers with the counters) falls
+    back to the schedule without a handoff."""
+    kernel, diagnostics = builds.kernel, builds.diagnostics
+    name, span = kernel.graph.name, kernel.graph.kernel.span
+    precision = kernel.graph.kernel.precision
+    backend = BACKENDS[backend_name](math=math)
+    handoff, views = builds.kind(BACKENDS[backend_name])
+    tries = [(handoff, views), (None, views)] if handoff else [(handoff, views)]
+    for attempt, (f, v) in enumerate(tries):
+        got = builds.get(f, v)
+        if got is None:
+            break
+        s, parts, native, fallback, tc_native = got
+        own = tc_native if backend_name == "ptx" else native
+        irs = own if backend.warp_functions else fallback
+        refused = next(
+            ((k, why) for k, ir in enumerate(irs) if (why := backend.check(ir)) is not None),
+            None,
+        )
+        if refused is None:
+            try:
+                return _print_kernels(
+                    backend, backend_name, irs, builds.names, path, name, s, math, precision
                 )
-    return files
+            except RefusalError as err:
+                diagnostics.append(Diagnostic(err.code, err.message, span, function=name))
+            return []
+        if attempt == len(tries) - 1:
+            k, why = refused
+            diagnostics.append(
+                _refusal(kernel, s.plans[parts[k][0]].node, irs[k], backend_name, why)
+            )
+    return []
 
 
 def _print_kernels(

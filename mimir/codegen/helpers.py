@@ -30,7 +30,7 @@ from mimir.codegen.ir import (
     VarDecl,
     all_expressions,
 )
-from mimir.codegen.ptx.mathlib import COS_POLY, HALF_PI, SIN_POLY, f32, two_over_pi_words
+from mimir.codegen.mathlib import COS_TAYLOR, HALF_PI, SIN_TAYLOR, f32, two_over_pi_words
 
 INF = float("inf")
 NAN = float("nan")
@@ -388,7 +388,7 @@ _define_bfloat_helpers()
 # step relies on an fma being fused or not, nor on an identity such as Fast2Sum's
 # `a - ((a + b) - a)`, which Mesa's NIR simplifies away (measured on lavapipe).
 # r in [-pi/4, pi/4] goes through the Taylor polynomials of sin and cos (as
-# `mimir.codegen.ptx.mathlib`), written with `fma`; benchmarks/trig_accuracy.py
+# `mimir.codegen.backends.ptx.mathlib`), written with `fma`; benchmarks/trig_accuracy.py
 # measures the helper with fma fused and unfused, and the compiled WGSL and SPIR-V.
 
 # The table: floor(2/pi 2^224) as eight 32-bit words, so that bit p from the top
@@ -522,8 +522,8 @@ def _define_trig_helpers() -> None:
     body.append(If(bin_(">=", abits, u(0x3F490FDB)), reduction))
 
     # sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2): Taylor, to r^9 and r^10
-    sin_c = [f(f32(c.value)) for c in SIN_POLY]
-    cos_c = [f(f32(c.value)) for c in COS_POLY]
+    sin_c = [f(f32(c)) for c in SIN_TAYLOR]
+    cos_c = [f(f32(c)) for c in COS_TAYLOR]
     z, zs = let("z", bin_("*", r, r))
     ps: Expr = call("fma", sin_c[3], z, sin_c[2])
     for c in (sin_c[1], sin_c[0]):

@@ -137,7 +137,7 @@ class WarpReduce(Expr):
     """`op` of `value` over the `lanes` consecutive threads (by `local_x`; `lanes` a power
     of two, at most 32, the groups aligned to it) of this thread's warp, the same result in
     each of them: warp shuffles (PTX), simdgroup functions (MSL), or workgroup memory where
-    the target has neither (`mimir.codegen.warp`).
+    the target has neither (`mimir.codegen.kernels.warp`).
 
     `op` is `add` (integers wrap; floats summed in an unspecified order), `max` or `min`
     (for `f32` nan-propagating, as `maximum`/`minimum`; which zero of +0 and -0 is
@@ -189,8 +189,12 @@ class Store(Stmt):
     value: Expr
 
 
+# Vector accesses: the lanes of one vector as one access, to a global buffer
+# (`GlobalVectorLoad`, `GlobalVectorStore`) or to a workgroup array (`SharedVectorLoad`).
+
+
 @dataclass
-class VectorLoad(Stmt):
+class GlobalVectorLoad(Stmt):
     """`vars[k] = array[index + k]` for every lane k, as one aligned vector access to a
     global buffer (`SharedVectorLoad` is its threadgroup-memory counterpart).
 
@@ -206,13 +210,28 @@ class VectorLoad(Stmt):
 
 
 @dataclass
-class VectorStore(Stmt):
+class GlobalVectorStore(Stmt):
     """`array[index + k] = values[k]` for every lane k, as one aligned vector access
-    (the same proof as `VectorLoad`)."""
+    (the same proof as `GlobalVectorLoad`)."""
 
     array: str
     index: Expr
     values: tuple[Expr, ...]
+
+
+@dataclass
+class SharedVectorLoad(Stmt):
+    """`vars[j] = array[index + j]` for every j, from a shared array, as one access (the
+    global-buffer counterpart is `GlobalVectorLoad`).
+
+    `index` is a multiple of `len(vars)` (2 or 4) and the array is declared with that
+    alignment, so a backend may print one vector load (`ld.shared.v4`, MSL `float4`);
+    one that does not prints the scalar loads (`lower_vectors`).
+    """
+
+    vars: tuple[Var, ...]
+    array: str
+    index: Expr
 
 
 @dataclass
@@ -267,7 +286,7 @@ class Await(Stmt):
     """Bind `var` (`f32`, `i32` or `u32`) to the value `Publish`ed at `index`: relaxed
     atomic loads of both words, again until both carry their tag. Only for a value whose
     publisher has already taken its ticket from the launch's counter
-    (`reductions._last_workgroup`), so the wait ends."""
+    (`kernels.handoff.last_workgroup`), so the wait ends."""
 
     var: Var
     array: str
@@ -294,7 +313,7 @@ class If(Stmt):
 class For(Stmt):
     """`for (var = start; var < end; var += step)`, all u32. `unroll` False: the body
     already holds several iterations' work, or the loop runs only a few times
-    (`reductions.strided`), so a backend that would unroll it (ptxas) is asked not to."""
+    (`kernels.loops.strided`), so a backend that would unroll it (ptxas) is asked not to."""
 
     var: Var
     start: Expr
@@ -317,21 +336,6 @@ class Barrier(Stmt):
 @dataclass
 class Return(Stmt):
     value: Expr | None = None
-
-
-@dataclass
-class SharedVectorLoad(Stmt):
-    """`vars[j] = array[index + j]` for every j, from a shared array, as one access (the
-    global-buffer counterpart is `VectorLoad`).
-
-    `index` is a multiple of `len(vars)` (2 or 4) and the array is declared with that
-    alignment, so a backend may print one vector load (`ld.shared.v4`, MSL `float4`);
-    one that does not prints the scalar loads (`lower_vectors`).
-    """
-
-    vars: tuple[Var, ...]
-    array: str
-    index: Expr
 
 
 @dataclass
@@ -507,9 +511,9 @@ def statement_expressions(s: Stmt) -> list[Expr]:
         return [s.index, s.value]
     if isinstance(s, (Await, Retract)):
         return [s.index]
-    if isinstance(s, VectorLoad):
+    if isinstance(s, GlobalVectorLoad):
         return [s.index]
-    if isinstance(s, VectorStore):
+    if isinstance(s, GlobalVectorStore):
         return [s.index, *s.values]
     if isinstance(s, If):
         return [s.cond]
@@ -745,10 +749,10 @@ def map_statement(s: Stmt, f: Any) -> Stmt:
         return Await(s.var, s.array, f(s.index))
     if isinstance(s, Retract):
         return Retract(s.array, f(s.index))
-    if isinstance(s, VectorLoad):
-        return VectorLoad(s.vars, s.array, f(s.index))
-    if isinstance(s, VectorStore):
-        return VectorStore(s.array, f(s.index), tuple(f(v) for v in s.values))
+    if isinstance(s, GlobalVectorLoad):
+        return GlobalVectorLoad(s.vars, s.array, f(s.index))
+    if isinstance(s, GlobalVectorStore):
+        return GlobalVectorStore(s.array, f(s.index), tuple(f(v) for v in s.values))
     if isinstance(s, If):
         return If(f(s.cond), map_block(s.then, f), map_block(s.orelse, f))
     if isinstance(s, For):
@@ -799,13 +803,13 @@ def legalise(kernel: Kernel) -> Kernel:
 
 
 def vector_only_buffers(kernel: Kernel) -> set[str]:
-    """Buffers the kernel reads and writes only through `VectorLoad`/`VectorStore`: a
+    """Buffers the kernel reads and writes only through `GlobalVectorLoad`/`GlobalVectorStore`: a
     target without a reinterpreting view (WGSL, SPIR-V) declares these as arrays of
     vectors (their element count is then a multiple of the width)."""
     vector: set[str] = set()
     scalar: set[str] = set()
     for s in walk_statements(kernel.body):
-        if isinstance(s, (VectorLoad, VectorStore)):
+        if isinstance(s, (GlobalVectorLoad, GlobalVectorStore)):
             vector.add(s.array)
         if isinstance(s, (Store, AtomicAdd, Publish, Await, Retract)):
             scalar.add(s.array)

@@ -1,4 +1,4 @@
-"""The manifest: `FUNCTION.manifest.json`, public API (DESIGN.md section 4).
+"""The manifest: `FUNCTION.manifest.json`, public API (ARCHITECTURE.md, "The manifest").
 
 `build_manifest` turns a schedule and its printed kernels into the JSON
 document; `SCHEMA_PATH` is its JSON Schema, shipped inside the package, and

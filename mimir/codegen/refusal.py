@@ -1,8 +1,8 @@
 """`RefusalError`: why a checked kernel cannot be compiled, as a coded diagnostic.
 
 The scheduler and the backends raise it instead of emitting something that
-would compute the wrong thing (DESIGN.md section 2: a loud refusal, never a
-silent miscompile). `compile_source` turns it into a `Diagnostic`.
+would compute the wrong thing (ARCHITECTURE.md, "Refusals": a loud
+refusal, never a silent miscompile). `compile_source` turns it into a `Diagnostic`.
 """
 
 from __future__ import annotations

@@ -121,11 +121,18 @@ EXPR_ALGEBRA = _ExprAlgebra()
 
 
 class Evaluator:
-    def __init__(self, kernel: Any, body: Body, buffers: dict[int, str]) -> None:
+    """A checked kernel's nodes: their shapes, dtypes and reductions, and, given the `body`
+    of a kernel being built, their values at a position (`at`). Without a body (the
+    scheduler's) it answers the questions about shapes only."""
+
+    def __init__(
+        self, kernel: Any, body: Body | None = None, buffers: dict[int, str] | None = None
+    ) -> None:
         self.kg = kernel.graph
         self.values = kernel.values
-        self.body = body
-        self.buffers = buffers  # node -> buffer holding its value (row-major, dense)
+        self.body: Body = body  # type: ignore[assignment]  # (None: shapes only)
+        # node -> buffer holding its value (row-major, dense)
+        self.buffers = buffers if buffers is not None else {}
         self.overrides: dict[int, tuple[Any, Expr]] = {}
         # nodes whose value is one per workgroup (a row kernel's reductions): any index
         self.row_values: dict[int, Expr] = {}

@@ -2,11 +2,14 @@
 
 Each code is a `## GPU011` heading (so its anchor is `#gpu011`, the target of
 the language server's `codeDescription` links) followed by what `mimir explain`
-prints. Regenerate with `python -m mimir.diagnostics.docs > docs/codes.md`; a
-test keeps the page equal to the registry.
+prints. The same page is installed with the package as `mimir/diagnostics/codes.md`
+(the language server links there by default). Regenerate both with
+`python -m mimir.diagnostics.docs --write`; a test keeps them equal to the registry.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from mimir.diagnostics.codes import REGISTRY
 
@@ -31,5 +34,20 @@ def markdown() -> str:
     return "\n".join(parts)
 
 
+def write(root: Path) -> list[Path]:
+    """Write the page to `root`/docs/codes.md and beside this module; the paths written."""
+    text = markdown()
+    targets = [root / "docs" / "codes.md", Path(__file__).resolve().parent / "codes.md"]
+    for target in targets:
+        target.write_text(text, encoding="utf-8")
+    return targets
+
+
 if __name__ == "__main__":
-    print(markdown(), end="")
+    import sys
+
+    if sys.argv[1:] == ["--write"]:
+        for path in write(Path(__file__).resolve().parent.parent.parent):
+            print(f"wrote {path}")
+    else:
+        print(markdown(), end="")

@@ -17,7 +17,7 @@ from typing import Any
 from mimir.check import CheckedKernel, FileResult
 from mimir.constraints.checker import TensorVal
 from mimir.diagnostics.diagnostic import Diagnostic, Span
-from mimir.suppressions import UNUSED_SUPPRESSION
+from mimir.gate.suppressions import UNUSED_SUPPRESSION
 
 _IGNORE = re.compile(r"#\s*mimir:\s*ignore\[(?P<codes>[^\]]*)\]", re.IGNORECASE)
 

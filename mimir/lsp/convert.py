@@ -17,8 +17,21 @@ from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.parse.spans import split_lines
 
 SOURCE = "mimir"
-# Where each code's explanation (the registry entry, as `mimir explain` prints it) lives.
-DOCS_URL = "https://github.com/OWNER/mimir/blob/main/docs/codes.md#{anchor}"
+# Where each code's explanation (the registry entry, as `mimir explain` prints it) lives:
+# by default the page installed with the package (mimir/diagnostics/codes.md, the same text
+# as docs/codes.md), so the link works offline and matches the version that reported it.
+CODES_PAGE = Path(__file__).resolve().parent.parent / "diagnostics" / "codes.md"
+
+
+def docs_link(code: str, template: str | None = None) -> str:
+    """The link for `code`: `template` with `{code}` replaced by its anchor (`gpu011`), or
+    with `#gpu011` appended when it has no `{code}`; by default the installed codes page."""
+    anchor = code.lower()
+    if not template:
+        return f"{CODES_PAGE.as_uri()}#{anchor}"
+    if "{code}" in template:
+        return template.replace("{code}", anchor)
+    return f"{template}#{anchor}"
 
 
 class Lines:
@@ -79,10 +92,17 @@ def message(d: Diagnostic) -> str:
     return f"{d.message}\nwhy: {d.why}\nfix: {d.fix}"
 
 
-def to_lsp(d: Diagnostic, uri: str, lines: Lines, others: dict[str, Lines]) -> types.Diagnostic:
+def to_lsp(
+    d: Diagnostic,
+    uri: str,
+    lines: Lines,
+    others: dict[str, Lines],
+    docs_url: str | None = None,
+) -> types.Diagnostic:
     """One Mimir diagnostic; its secondary labels become `relatedInformation`.
 
-    `others` holds the lines of other files a label may point into (keyed by path).
+    `others` holds the lines of other files a label may point into (keyed by path);
+    `docs_url` the template of the code's link (`docs_link`).
     """
     related = []
     for label in d.labels:
@@ -107,7 +127,7 @@ def to_lsp(d: Diagnostic, uri: str, lines: Lines, others: dict[str, Lines]) -> t
         message=message(d),
         severity=severity,
         code=d.code,
-        code_description=types.CodeDescription(DOCS_URL.format(anchor=d.code.lower())),
+        code_description=types.CodeDescription(docs_link(d.code, docs_url)),
         source=SOURCE,
         related_information=related or None,
         data={"name": entry.name if entry else d.code, "function": d.function},

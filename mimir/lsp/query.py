@@ -129,7 +129,13 @@ def hover(result: FileResult, lines: list[str], line: int, col: int) -> tuple[st
         text = f"```python\n{source}\n```\n`{decl.dim.name}`: {decl.dim.describe_constraints()}"
         text += f" (declared at line {decl.span.line})"
         return text, _word_span(result.path, lines, line, col, _WORD)
+    kernel = _hover_kernel(result, lines, line, col)
+    if kernel is not None:
+        return kernel
     found = value_at(result.kernels, line, col)
+    failure = _hover_failure(result, lines, line, col)
+    if failure is not None and (found is None or _size(found[0]) >= _size(failure[1])):
+        return failure
     if found is None:
         return _hover_host(result, lines, line, col) or _hover_in_callee(result, line, col)
     span, value = found
@@ -138,6 +144,84 @@ def hover(result: FileResult, lines: list[str], line: int, col: int) -> tuple[st
     if dims:
         text += "\n\n" + "\n".join(f"- `{d.name}`: {d.describe_constraints()}" for d in dims)
     return text, span
+
+
+def _spelling(lines: list[str], span: Span) -> str | None:
+    if span.line != span.end_line or not 0 < span.line <= len(lines):
+        return None
+    return lines[span.line - 1][span.column - 1 : span.end_column - 1] or None
+
+
+def _hover_failure(
+    result: FileResult, lines: list[str], line: int, col: int
+) -> tuple[str, Span] | None:
+    """On an expression the checker refused: the diagnostic, and the type of each operand
+    it was given (what to compare to see why it failed)."""
+    failing = [
+        d
+        for d in result.diagnostics
+        if d.span.path == result.path and d.severity == "error" and contains(d.span, line, col)
+    ]
+    if not failing:
+        return None
+    d = min(failing, key=lambda d: _size(d.span))
+    text = f"**{d.code}**: {d.message}"
+    operands: list[str] = []
+    for k in result.kernels:
+        if d.function is not None and k.graph.name != d.function:
+            continue
+        g = k.graph.graph
+        at = [i for i in g.nodes if g.nodes[i]["span"] == d.span]
+        if not at:
+            around = [i for i in g.nodes if contains(g.nodes[i]["span"], line, col)]
+            at = sorted(around, key=lambda i: _size(g.nodes[i]["span"]))[:1]
+        span = g.nodes[at[0]]["span"] if at else d.span
+        # each operand as the expression spells it (`h`, not the `x @ w1` that made `h`)
+        spelled = {
+            j: s
+            for s, j in k.graph.names
+            if contains(span, s.line, s.column) and contains(span, s.end_line, s.end_column)
+        }
+        for i in at[:1]:
+            for j in g.nodes[i].get("inputs", []):
+                shown = describe(k.values.get(j))
+                if shown is None:
+                    continue
+                name = _spelling(lines, spelled[j]) if j in spelled else None
+                name = name or g.nodes[j].get("name") or g.nodes[j]["text"]
+                operands.append(f"- `{name}`: `{shown}`")
+        if operands:
+            break
+    if operands:
+        text += "\n\noperands:\n" + "\n".join(operands)
+    text += f"\n\nwhy: {d.why}"
+    return text, d.span
+
+
+def _hover_kernel(
+    result: FileResult, lines: list[str], line: int, col: int
+) -> tuple[str, Span] | None:
+    """On a kernel's name (its `def` or a call): its signature and what the check found."""
+    m = _match_at(lines, line, col, _WORD)
+    if m is None:
+        return None
+    kernel = next((k for k in result.kernels if k.graph.name == m.group()), None)
+    if kernel is None:
+        return None
+    node = kernel.graph.kernel.node
+    grid = kernel.graph.kernel.grid
+    decorator = "@gpu" if grid is None else "@gpu(grid=...)"
+    returns = f" -> {ast.unparse(node.returns)}" if node.returns is not None else ""
+    signature = f"{decorator}\ndef {node.name}({ast.unparse(node.args)}){returns}"
+    errors = [d for d in result.diagnostics if d.function == node.name and d.severity == "error"]
+    if errors:
+        status = f"{len(errors)} error{'s' * (len(errors) != 1)}: " + "; ".join(
+            f"{d.code} at line {d.span.line}" for d in errors[:3]
+        )
+    else:
+        status = "proven: every shape, dtype and bound holds for every admissible size"
+    text = f"```python\n{signature}\n```\n{status}"
+    return text, Span(result.path, line, m.start() + 1, line, m.end() + 1)
 
 
 def _hover_host(

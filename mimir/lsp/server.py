@@ -48,8 +48,8 @@ from pygls.lsp.server import LanguageServer
 
 import mimir
 from mimir.check import CheckCancelledError, FileResult, check_source
-from mimir.config import Config, ConfigError, load_config
 from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
+from mimir.gate.config import Config, ConfigError, load_config
 from mimir.lsp import actions, query
 from mimir.lsp.convert import Lines, path_of, to_lsp, uri_of
 from mimir.lsp.session import Session
@@ -107,10 +107,13 @@ class MimirServer(LanguageServer):
         debounce: float = DEFAULT_DEBOUNCE_S,
         checker: ThreadPoolExecutor | None = None,
         kernel_cache: _LRU | None = None,
+        docs_url: str | None = None,
     ):
         super().__init__("mimir", mimir.__version__)
         self.z3_timeout = z3_timeout
         self.debounce = debounce
+        # the template of each code's link (`convert.docs_link`); None: the installed page
+        self.docs_url = docs_url
         self.documents: dict[str, _Document] = {}
         self.root: Path | None = None
         self._configs: dict[Path, Config] = {}
@@ -229,6 +232,26 @@ class MimirServer(LanguageServer):
         doc.diagnostics = result.diagnostics
         doc.depends_on, doc.others = depends_on, others
         self.publish(doc, version)
+        self.refresh_inlay_hints()
+
+    def refresh_inlay_hints(self) -> None:
+        """Ask the client to request inlay hints again (`workspace/inlayHint/refresh`), when it
+        says it can: a check finished, so shapes may have appeared or changed."""
+        caps = self.client_capabilities.workspace if self.client_capabilities else None
+        hints = caps.inlay_hint if caps else None
+        if hints is None or not hints.refresh_support:
+            return
+        try:
+            self.workspace_inlay_hint_refresh(None)
+        except Exception as err:  # noqa: BLE001 - a client gone mid-call; never fatal
+            log.warning("inlay hint refresh failed: %s", err)
+
+    def recheck_dependents(self, path: str) -> None:
+        """Open documents that import `path` are checked again (it changed, or closed and its
+        text on disk is what they see now)."""
+        for other in list(self.documents.values()):
+            if path in other.depends_on:
+                self.schedule(other.uri, other.text, other.version, delay=0)
 
     def _run_check(
         self,
@@ -266,7 +289,9 @@ class MimirServer(LanguageServer):
             types.PublishDiagnosticsParams(
                 uri=doc.uri,
                 version=version,
-                diagnostics=[to_lsp(d, doc.uri, lines, doc.others) for d in doc.diagnostics],
+                diagnostics=[
+                    to_lsp(d, doc.uri, lines, doc.others, self.docs_url) for d in doc.diagnostics
+                ],
             )
         )
 
@@ -353,9 +378,14 @@ def build_server(
     debounce: float = DEFAULT_DEBOUNCE_S,
     checker: ThreadPoolExecutor | None = None,
     kernel_cache: _LRU | None = None,
+    docs_url: str | None = None,
 ) -> MimirServer:
     server = MimirServer(
-        z3_timeout=z3_timeout, debounce=debounce, checker=checker, kernel_cache=kernel_cache
+        z3_timeout=z3_timeout,
+        debounce=debounce,
+        checker=checker,
+        kernel_cache=kernel_cache,
+        docs_url=docs_url,
     )
 
     @server.feature(types.INITIALIZE)
@@ -366,6 +396,9 @@ def build_server(
         )
         if root:
             ls.root = Path(path_of(root))
+        options = params.initialization_options
+        if isinstance(options, dict) and isinstance(options.get("docsUrl"), str):
+            ls.docs_url = options["docsUrl"] or None
 
     @server.feature(types.INITIALIZED)
     def initialized(ls: MimirServer, params: types.InitializedParams) -> None:
@@ -423,6 +456,8 @@ def build_server(
         ls.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
         )
+        if doc is not None:  # its unsaved text is gone: importers see the file on disk again
+            ls.recheck_dependents(doc.path)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     @_safe(None)
@@ -486,7 +521,7 @@ def build_server(
             lsp_range = lines.range(d.span)
             if not _overlaps(lsp_range, params.range):
                 continue
-            lsp_diag = to_lsp(d, doc.uri, lines, doc.others)
+            lsp_diag = to_lsp(d, doc.uri, lines, doc.others, ls.docs_url)
             for fix in actions.fixes(result, lines.lines, d):
                 edits = [types.TextEdit(lines.range(e.span), e.text) for e in fix.edits]
                 out.append(
@@ -576,13 +611,14 @@ def serve(
     port: int = 2087,
     z3_timeout: int | None = None,
     debounce: float = DEFAULT_DEBOUNCE_S,
+    docs_url: str | None = None,
 ) -> int:
     """Run the server over stdio (the default) or TCP; the exit status (stdio: 0 after
     `shutdown` and `exit`, 1 otherwise; TCP serves until it is stopped)."""
     logging.basicConfig(level=logging.WARNING, format="mimir lsp: %(message)s")
     if tcp:
-        return asyncio.run(_serve_tcp(host, port, z3_timeout, debounce))
-    return asyncio.run(_serve_stdio(z3_timeout, debounce))
+        return asyncio.run(_serve_tcp(host, port, z3_timeout, debounce, docs_url))
+    return asyncio.run(_serve_stdio(z3_timeout, debounce, docs_url))
 
 
 class _StreamWriter:
@@ -599,8 +635,8 @@ class _StreamWriter:
         pass
 
 
-async def _serve_stdio(z3_timeout: int | None, debounce: float) -> int:
-    server = build_server(z3_timeout=z3_timeout, debounce=debounce)
+async def _serve_stdio(z3_timeout: int | None, debounce: float, docs_url: str | None) -> int:
+    server = build_server(z3_timeout=z3_timeout, debounce=debounce, docs_url=docs_url)
     out = sys.stdout.buffer
     writer = _StreamWriter(out.write, out.flush)
     server.protocol.set_writer(writer)
@@ -627,12 +663,16 @@ async def _serve_stdio(z3_timeout: int | None, debounce: float) -> int:
         server.close()
 
 
-async def _serve_tcp(host: str, port: int, z3_timeout: int | None, debounce: float) -> int:
+async def _serve_tcp(
+    host: str, port: int, z3_timeout: int | None, debounce: float, docs_url: str | None
+) -> int:
     checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mimir-check")
     kernel_cache = _LRU(_KERNEL_CACHE_SIZE)
 
     async def connection(reader: asyncio.StreamReader, stream: asyncio.StreamWriter) -> None:
-        server = build_server(z3_timeout, debounce, checker=checker, kernel_cache=kernel_cache)
+        server = build_server(
+            z3_timeout, debounce, checker=checker, kernel_cache=kernel_cache, docs_url=docs_url
+        )
         writer = _StreamWriter(stream.write)
         server.protocol.set_writer(writer)
         try:

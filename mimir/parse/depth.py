@@ -9,10 +9,11 @@ Mimir bounds the depth and makes room for it:
   and stops with `RecursionError` beyond. A file holding a deeper expression
   gets GPU004 at that expression (`too_deep`, an iterative walk) and nothing
   else in it is checked; other files go on.
-- `deep_call` runs a function in a thread with a large stack and a recursion
-  limit sized for that depth, so every walk of an accepted expression finishes.
-  The limit is set only while the call runs, and only one such call runs at a
-  time.
+- `on_deep_stack(work)` runs `work()` in a thread with a large stack and a
+  recursion limit sized for that depth, so every walk of an accepted expression
+  finishes. The limit is set only while the call runs, and only one such call
+  runs at a time. Callers pass the call itself, `on_deep_stack(lambda:
+  _check_source(path, text, ...))`, so the data flow reads as a plain call.
 """
 
 from __future__ import annotations
@@ -37,16 +38,17 @@ _lock = threading.Lock()
 _inside = threading.local()
 
 
-def deep_call(fn: Callable[..., T], *args: object, **kwargs: object) -> T:
-    """`fn(*args, **kwargs)`, run with room for `MAX_EXPRESSION_DEPTH` levels of recursion."""
+def on_deep_stack(work: Callable[[], T]) -> T:
+    """`work()`, run with room for `MAX_EXPRESSION_DEPTH` levels of recursion: in a thread
+    of its own with a large stack, or in this one when it is already such a thread."""
     if getattr(_inside, "active", False):
-        return fn(*args, **kwargs)
+        return work()
     outcome: list = []
 
     def run() -> None:
         _inside.active = True
         try:
-            outcome.append((True, fn(*args, **kwargs)))
+            outcome.append((True, work()))
         except BaseException as err:  # noqa: BLE001 - re-raised in the caller's thread
             outcome.append((False, err))
 
@@ -57,7 +59,7 @@ def deep_call(fn: Callable[..., T], *args: object, **kwargs: object) -> T:
             threading.stack_size(_STACK_BYTES)
             worker = threading.Thread(target=run, name="mimir-deep", daemon=True)
         except (ValueError, RuntimeError):  # a platform without settable stacks
-            return fn(*args, **kwargs)
+            return work()
         finally:
             threading.stack_size(old_stack)
         sys.setrecursionlimit(max(old_limit, _RECURSION_LIMIT))

@@ -318,10 +318,30 @@ class KernelLibrary:
         kernels = self.__dict__.get("_kernels", {})
         if name in kernels:
             return kernels[name]
-        raise AttributeError(f"no compiled function `{name}` in {self.__dict__.get('directory')}")
+        if name.startswith("__"):  # copy, pickle and friends probe for dunders
+            raise AttributeError(name)
+        raise AttributeError(self._unknown(name))
 
     def __getitem__(self, name: str) -> HostKernel:
+        if name not in self._kernels:
+            raise KeyError(self._unknown(name))
         return self._kernels[name]
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *self._kernels})
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._kernels
+
+    def _unknown(self, name: str) -> str:
+        import difflib
+
+        known = sorted(self.__dict__.get("_kernels", {}))
+        where = f"{self.__dict__.get('directory')} ({self.__dict__.get('backend')})"
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean `{close[0]}`?)" if close else ""
+        listed = ", ".join(f"`{k}`" for k in known) or "nothing"
+        return f"no compiled function `{name}` in {where}; it holds {listed}{hint}"
 
     def __iter__(self) -> Any:
         return iter(self._kernels)
@@ -330,7 +350,8 @@ class KernelLibrary:
         return len(self._kernels)
 
     def __repr__(self) -> str:
-        return f"<mimir kernels {sorted(self._kernels)} from {self.directory} ({self.backend})>"
+        listed = ", ".join(repr(k) for k in self._kernels.values()) or "no functions"
+        return f"<mimir kernels from {self.directory} ({self.backend}): {listed}>"
 
 
 def _cuda_available() -> bool:

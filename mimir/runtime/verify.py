@@ -10,12 +10,14 @@ needs, shared by `mimir verify` and the test suite:
 - `shim_reference(source, function, inputs, dims)`: the shim's outputs, named
   as the manifest names them (`out`, `out0`, `out1`... or an index-level
   kernel's output parameters);
-- `TOLERANCES`, `mismatches` and `error_summary`: the comparison rule;
-- `verify_file`: what `mimir verify FILE` does (`mimir.runtime.verify_run`:
-  compile for every backend this machine can run, run, compare), which needs
-  the `gpu` extra or a CUDA driver.
+- `TOLERANCES`, `mismatches` and `error_summary`: the comparison rule.
 
-Stdlib-only, except `verify_file`, which compiles (z3) and runs (wgpu).
+What `mimir verify FILE` does with them (compile for every backend this machine
+can run, run, compare; the `gpu` extra or a CUDA driver) is
+`mimir.runtime.verify_run.verify_file`, which imports this module, never the
+other way round.
+
+Stdlib-only.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import math
 import random
 import struct
 import sys
+from array import array
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -34,10 +37,10 @@ from typing import Any
 
 from mimir.runtime import manifest as mf
 from mimir.runtime.dimexpr import evaluate
+from mimir.runtime.tolerances import TOLERANCES
 
 __all__ = [
     "TOLERANCES",
-    "verify_file",
     "choose_dims",
     "default_scalars",
     "grow_dims",
@@ -96,6 +99,10 @@ def random_inputs(
             lo, hi = (evaluate(b, dims) for b in buf["range"])
             out[buf["name"]] = [rng.randrange(lo, hi) for _ in range(count)]
             continue
+        if buf["dtype"] == "float32":  # the values random_value draws, rounded in one go
+            draw = rng.random  # rng.uniform(-1.0, 1.0) is -1.0 + 2.0 * rng.random()
+            out[buf["name"]] = array("f", [-1.0 + 2.0 * draw() for _ in range(count)]).tolist()
+            continue
         out[buf["name"]] = [random_value(rng, buf["dtype"]) for _ in range(count)]
     return out
 
@@ -128,25 +135,14 @@ def _module(path: str) -> ModuleType:
     return _import_path(Path(path))
 
 
-def _nest(values: list, shape: Sequence[int]) -> Any:
-    if not shape:
-        return values[0]
-    if len(shape) == 1:
-        return list(values)
-    step = math.prod(shape[1:])
-    return [_nest(values[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
-
-
 def _make_tensor(values: list, shape: Sequence[int], dtype: Any) -> Any:
-    from mimir.array import tensor
+    from mimir.array import Tensor
+    from mimir.ops.numerics import cast
 
     if math.prod(shape) != len(values):
         raise ValueError(f"{len(values)} values do not fill shape {list(shape)}")
-    if 0 in shape:
-        from mimir.array import zeros
-
-        return zeros(tuple(shape), dtype=dtype).to("gpu")
-    return tensor(_nest(list(values), shape), dtype=dtype).to("gpu")
+    # what `tensor(nested values, dtype=dtype).to("gpu")` makes, without nesting them first
+    return Tensor(cast(values, dtype), tuple(shape), dtype, "gpu")
 
 
 def shim_reference(
@@ -155,8 +151,12 @@ def shim_reference(
     inputs: Mapping[str, list],
     dims: Mapping[str, int],
     scalars: Mapping[str, float | int] | None = None,
+    fast: bool = False,
 ) -> dict[str, list]:
     """Run `function` of the kernel file under the shim; its outputs as flat lists.
+
+    `fast`: compute through NumPy where it is importable (`fast_reference`: the shim's
+    semantics, vectorised; floats within the comparison's tolerances of the shim's own).
 
     A tier-1 kernel's result is named `out` (or `out0`, `out1`... for a tuple),
     as in the manifest. An index-level kernel (`@gpu(grid=...)`) gets a zeroed
@@ -189,7 +189,13 @@ def shim_reference(
             args[name] = scalars[name]
         else:
             raise KeyError(f"no value for scalar parameter `{name}` of `{function}`")
-    result = kernel(**args)
+    if fast:
+        from mimir.runtime.fast_reference import accelerated
+
+        with accelerated():
+            result = kernel(**args)
+    else:
+        result = kernel(**args)
     updated = {
         name: args[name].flat()
         for name in kernel.signature.parameters
@@ -209,21 +215,7 @@ def shim_reference(
 
 # ---------------------------------------------------------------- comparison
 
-# (rtol, atol) per dtype. float32: the shim rounds every op to float32, but a
-# GPU may reorder a reduction's sums, use fma, and approximate exp/tanh/rsqrt
-# within a few ulp (Metal's precise math: <= 4 ulp; WGSL allows exp within
-# 3 + 2|x| ulp, and rsqrt/inverse within 2 ulp); 1e-4 relative covers reordered
-# sums of thousands of terms in [-1, 1), and 1e-5 absolute covers cancellation
-# near zero. float16 has an 11-bit significand (eps 2^-10 ~ 1e-3), and an
-# implementation may keep intermediates in f32 or in f16: allow a few half ulp.
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "float32": (1e-4, 1e-5),
-    "float16": (1e-2, 1e-3),
-    "bfloat16": (1e-2, 1e-2),  # an 8-bit significand: eps 2^-7 ~ 8e-3
-    "int32": (0.0, 0.0),
-    "uint32": (0.0, 0.0),
-    "bool_": (0.0, 0.0),
-}
+# (rtol, atol) per dtype: `mimir.runtime.tolerances`, the rule both references share.
 
 
 def error_summary(actual: Sequence[Any], expected: Sequence[Any]) -> tuple[float, float]:
@@ -364,17 +356,3 @@ def default_scalars(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> dic
         if entry["name"] not in dims:
             out[entry["name"]] = 0.5 if entry["type"] == "f32" else 2
     return out
-
-
-# ---------------------------------------------------------------- `mimir verify`
-
-
-def verify_file(*args: Any, **kwargs: Any) -> Any:
-    """`mimir.runtime.verify_run.verify_file` (compiles and runs; imported on first use)."""
-    from mimir.runtime.verify_run import verify_file as run
-
-    return run(*args, **kwargs)
-
-
-def _show(dims: Mapping[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in dims.items()) or "no dims"

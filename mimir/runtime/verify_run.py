@@ -73,6 +73,8 @@ class VerifyReport:
     # (function, message) for functions that did not compile or could not run.
     failures: list[tuple[str, str]] = field(default_factory=list)
     diagnostics: list[Any] = field(default_factory=list)
+    # functions that failed `mimir check` (their errors are in `diagnostics`): not run
+    check_failed: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -157,11 +159,17 @@ def verify_file(
     atol: float | None = None,
     backends: Sequence[str] | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    on_function: Callable[[str, str], None] | None = None,
+    fast: bool = True,
 ) -> VerifyReport:
     """Compile `path` for each backend here (or those named), run each function, compare.
 
     Importing the file runs it as Python (the shim needs it), as `python path` would.
-    Raises `GpuUnavailableError` when none of the backends asked for can run.
+    Raises `GpuUnavailableError` when none of the backends asked for can run. A function
+    that fails `mimir check` is not compiled or run (`report.check_failed`). `on_function`
+    hears `(function, outcome)` as each function finishes: `ok`, `MISMATCH`, `failed the
+    check`, `refused` or `error`. `fast`: the shim's answer through NumPy where it is
+    importable (`fast_reference`), else the shim's own loops.
     """
     from mimir.check import check_source
     from mimir.parse.spans import read_source
@@ -182,12 +190,26 @@ def verify_file(
     if text is None:
         report.diagnostics.append(unreadable)
         return report
-    names = [k.graph.name for k in check_source(str(path), text).kernels]
+    checked = check_source(str(path), text)
+    names = [k.graph.name for k in checked.kernels]
     if function is not None:
         names = [n for n in names if n == function]
+    errors = [d for d in checked.diagnostics if d.severity == "error"]
+    if any(d.function is None for d in errors):  # outside every kernel: none can run
+        failing = set(names)
+    else:
+        failing = {d.function for d in errors} & set(names)
+    report.diagnostics += [d for d in errors if d.function is None or d.function in failing]
+    report.check_failed = [n for n in names if n in failing]
     total = len(names) * len(chosen) * len(DEFAULT_TARGETS)
     step = 0
     for name in names:
+        if name in failing:
+            step += len(chosen) * len(DEFAULT_TARGETS)
+            if on_function is not None:
+                on_function(name, "failed the check")
+            continue
+        before = (len(report.checks), len(report.failures), len(report.diagnostics))
         compiled = _compile(path, text, name, chosen, report)
         with tempfile.TemporaryDirectory(prefix="mimir-verify-") as tmp:
             for backend, files in compiled.items():
@@ -207,7 +229,7 @@ def verify_file(
                     try:
                         inputs = random_inputs(manifest, dims, seed)
                         scalars = default_scalars(manifest, dims)
-                        expected = shim_reference(path, name, inputs, dims, scalars)
+                        expected = shim_reference(path, name, inputs, dims, scalars, fast=fast)
                         actual = _run(backend, manifest, folder, inputs, dims, scalars)
                     except Exception as err:  # noqa: BLE001 - reported per function, verify goes on
                         report.failures.append((name, f"{backend} at {_show(dims)}: {err}"))
@@ -220,12 +242,32 @@ def verify_file(
                             report.checks.append(
                                 _check(name, backend, dims, buf, actual, expected, rtol, limit)
                             )
+        if on_function is not None:
+            on_function(name, _outcome(report, before))
     return report
 
 
+def _outcome(report: VerifyReport, before: tuple[int, int, int]) -> str:
+    """What became of the function whose results follow `before` in the report."""
+    checks, failures, diagnostics = before
+    if len(report.failures) > failures:
+        return "error"
+    if len(report.diagnostics) > diagnostics and len(report.checks) == checks:
+        return "refused"
+    if any(not c.ok for c in report.checks[checks:]):
+        return "MISMATCH"
+    return "ok" if len(report.diagnostics) == diagnostics else "refused"
+
+
 def _check(name, backend, dims, buf, actual, expected, rtol, atol) -> OutputCheck:
+    from mimir.runtime import fast_reference
+
     got, want = actual[buf["name"]], expected[buf["name"]]
-    max_abs, max_rel = error_summary(got, want)
+    if fast_reference.available():  # the same rule, over arrays
+        max_abs, max_rel, bad = fast_reference.compare(got, want, buf["dtype"], rtol, atol)
+    else:
+        max_abs, max_rel = error_summary(got, want)
+        bad = mismatches(got, want, buf["dtype"], rtol, atol)
     return OutputCheck(
         function=name,
         dims=dict(dims),
@@ -234,7 +276,7 @@ def _check(name, backend, dims, buf, actual, expected, rtol, atol) -> OutputChec
         count=len(want),
         max_abs=float(max_abs),
         max_rel=max_rel,
-        bad=mismatches(got, want, buf["dtype"], rtol, atol),
+        bad=bad,
         actual=got,
         expected=want,
         backend=backend,

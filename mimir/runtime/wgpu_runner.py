@@ -20,7 +20,7 @@ Adapter choice: a discrete GPU, then an integrated one, then a CPU adapter
 `XDG_RUNTIME_DIR` is set to `/tmp` when unset (Mesa wants one). Set
 `MIMIR_WGPU_ADAPTER` to a substring of an adapter's description to force one.
 
-Needs the optional dependency `wgpu` (`pip install 'mimir[gpu]'`), imported
+Needs the optional dependency `wgpu` (`pip install 'mimir-kernels[gpu]'`), imported
 lazily so that `import mimir.runtime` stays cheap.
 """
 
@@ -82,7 +82,7 @@ def _wgpu() -> Any:
     except ImportError as err:
         raise GpuUnavailableError(
             "the `wgpu` package is needed to run WGSL kernels; install it with "
-            "`pip install 'mimir[gpu]'`"
+            "`pip install 'mimir-kernels[gpu]'`"
         ) from err
     return wgpu
 

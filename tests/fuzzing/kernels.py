@@ -582,7 +582,7 @@ def tensor_cases(draw, planted: bool | None = None, op: str | None = None) -> Ca
         return Case(source, "tensor", op, bug, [*b.notes, "a row reduction of the input"])
     if not planted and len(b.params) <= 3 and draw(st.integers(0, 2)) == 0:
         # a second result from an input of its own: launches that may run side by side
-        # (`mimir.codegen.side_by_side`)
+        # (`mimir.codegen.passes.side_by_side`)
         rank = draw(st.integers(1, 3))
         w = b.param(tuple(b.size() for _ in range(rank)), draw(st.sampled_from(DTYPES)))
         w = _apply_op(b, draw(st.sampled_from(TENSOR_OPS)), w)
@@ -609,7 +609,7 @@ def reduction_graphs(draw, planted: bool | None = None) -> Case:
     a value per row, per column, or per element), some subtrees bound to locals, as ported
     code spells them: `(x.max(axis=1) * w).sum() / w.sum()` is one draw. A launch of such a
     kernel reads what earlier launches reduced, so this exercises the order of launches
-    (`mimir.codegen.launch_order`). Planted: a row reduction broadcast against `x` without
+    (`mimir.codegen.passes.launch_order`). Planted: a row reduction broadcast against `x` without
     its `[:, None]` (GPU010 where N != C)."""
     dims = {"N": 'Dim("N", min=1)', "C": 'Dim("C", min=1)'}
     if draw(st.integers(0, 3)) == 0:

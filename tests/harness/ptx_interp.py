@@ -9,7 +9,7 @@ the rest on a real GPU.
 
 Semantics modelled: registers by class (`%p` bool, `%h` 16-bit bits, `%r`
 32-bit ints as unsigned, `%f` float32 as exact Python floats, `%rd` 64-bit);
-float arithmetic is IEEE float32 round-to-nearest via `mimir.codegen.ptx
+float arithmetic is IEEE float32 round-to-nearest via `mimir.codegen.backends.ptx
 .emulate` (fma and division exact); global buffers are byte arrays behind
 fake addresses and every access is bounds-checked (an out-of-bounds load or
 store raises); each block's threads run as coroutines that meet at `bar.sync`,
@@ -38,7 +38,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from mimir.codegen.ptx import emulate as em
+from mimir.codegen.backends.ptx import emulate as em
 from mimir.runtime import manifest as mf
 
 __all__ = ["PtxInterpError", "run_ptx_manifest_cpu"]

@@ -6,15 +6,153 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 static int usage(const char *host_name) {
     fprintf(stderr,
-            "usage: %s MANIFEST [NAME=VALUE ...] [NAME=@FILE ...] [-o DIR] [--repeat N]\n"
+            "usage: %s MANIFEST [NAME=VALUE ...] [NAME=@FILE ...] [-o DIR] [--zeros] [--repeat N]\n"
             "  NAME=VALUE   a dim or a scalar parameter, e.g. N=37 scale=0.5\n"
-            "  NAME=@FILE   an input or inout buffer's raw little-endian bytes (bool_ as u32)\n"
-            "  -o DIR       write each output and updated inout buffer to DIR/NAME.bin\n",
+            "  NAME=@FILE   an input or inout buffer: a .npy file (its shape gives the dims), or\n"
+            "               raw little-endian bytes (bool_ as u32)\n"
+            "  -o DIR       write each output and updated inout buffer to DIR/NAME.bin\n"
+            "  --zeros      fill every input not given with zeros (else a missing one is an error)\n",
             host_name);
     return 2;
+}
+
+/* A buffer's shape as the manifest writes it: `[N, 20]`. */
+static void shape_text(const manifest_buffer *b, char *out, size_t size) {
+    size_t used = (size_t)snprintf(out, size, "[");
+    for (int a = 0; a < b->rank && used < size; a++) {
+        const cJSON *e = b->shape_expr[a];
+        if (cJSON_IsString(e))
+            used += (size_t)snprintf(out + used, size - used, "%s%.60s", a ? ", " : "", e->valuestring);
+        else
+            used += (size_t)snprintf(out + used, size - used, "%s%lld", a ? ", " : "",
+                                     (long long)e->valuedouble);
+    }
+    if (used < size) snprintf(out + used, size - used, "]");
+}
+
+static void dims_text(const int64_t *shape, int rank, char *out, size_t size) {
+    size_t used = (size_t)snprintf(out, size, "[");
+    for (int a = 0; a < rank && used < size; a++)
+        used += (size_t)snprintf(out + used, size - used, "%s%lld", a ? ", " : "", (long long)shape[a]);
+    if (used < size) snprintf(out + used, size - used, "]");
+}
+
+/* The dim a shape entry names by itself (`"N"`), when it is not bound yet; NULL otherwise. */
+static manifest_dim *open_dim(manifest *m, const cJSON *expr) {
+    if (!cJSON_IsString(expr)) return NULL;
+    for (int i = 0; i < m->dim_count; i++)
+        if (!strcmp(m->dims[i].name, expr->valuestring)) return m->dims[i].bound ? NULL : &m->dims[i];
+    return NULL;
+}
+
+/* A shape entry's value before the manifest is bound: an integer, or a dim given already. */
+static int known_size(const manifest *m, const cJSON *expr, int64_t *out) {
+    if (cJSON_IsNumber(expr)) {
+        *out = (int64_t)expr->valuedouble;
+        return 1;
+    }
+    if (!cJSON_IsString(expr)) return 0;
+    for (int i = 0; i < m->dim_count; i++)
+        if (!strcmp(m->dims[i].name, expr->valuestring) && m->dims[i].bound) {
+            *out = m->dims[i].value;
+            return 1;
+        }
+    return 0;
+}
+
+/* Dims not given on the command line, read from the inputs: each axis of a .npy file that the
+ * manifest's shape names by a dim alone, then a raw file whose shape leaves one dim open. */
+static int infer_dims(host_run *run, const char *host_name) {
+    manifest *m = &run->m;
+    char error[512], want[256], got[256];
+    for (int b = 0; b < m->buffer_count; b++) {
+        const manifest_buffer *buf = &m->buffers[b];
+        if (!run->files[b] || !npy_is_npy(run->files[b])) continue;
+        npy_header *h = &run->npy[b];
+        if (!npy_read_header(run->files[b], h, error, sizeof error)) {
+            fprintf(stderr, "%s: error: [GPU040] input `%s`: %s\n", host_name, buf->name, error);
+            return 2;
+        }
+        if (!npy_accepts(buf->dtype, h->descr)) {
+            fprintf(stderr,
+                    "%s: error: [GPU041] input `%s` in %s holds '%s'; the kernel takes %s ('%s'): "
+                    "save it with .astype(np.%s)\n",
+                    host_name, buf->name, run->files[b], h->descr, buf->dtype,
+                    npy_descr_for(buf->dtype), !strcmp(buf->dtype, "bool_") ? "bool_"
+                    : !strcmp(buf->dtype, "bfloat16") ? "uint16 (the raw bits)" : buf->dtype);
+            return 2;
+        }
+        if (h->rank != buf->rank) {
+            shape_text(buf, want, sizeof want);
+            dims_text(h->shape, h->rank, got, sizeof got);
+            fprintf(stderr, "%s: error: [GPU040] input `%s` in %s has shape %s; the kernel takes %s\n",
+                    host_name, buf->name, run->files[b], got, want);
+            return 2;
+        }
+        for (int a = 0; a < buf->rank; a++) {
+            manifest_dim *d = open_dim(m, buf->shape_expr[a]);
+            if (d) {
+                d->value = h->shape[a];
+                d->bound = 1;
+            }
+        }
+    }
+    for (int b = 0; b < m->buffer_count; b++) {
+        const manifest_buffer *buf = &m->buffers[b];
+        struct stat st;
+        if (!run->files[b] || npy_is_npy(run->files[b]) || !strcmp(buf->dtype, "bfloat16")) continue;
+        if (stat(run->files[b], &st) || !S_ISREG(st.st_mode)) continue; /* reported when read */
+        manifest_dim *open = NULL;
+        int64_t rest = 1, size;
+        int opens = 0;
+        for (int a = 0; a < buf->rank; a++) {
+            manifest_dim *d = open_dim(m, buf->shape_expr[a]);
+            if (d && d != open) {
+                opens++;
+                open = d;
+            } else if (!d && known_size(m, buf->shape_expr[a], &size) && size >= 0) {
+                rest = size && rest <= INT64_MAX / size ? rest * size : 0;
+            } else {
+                opens = 2; /* an expression over a dim not known yet */
+            }
+        }
+        int64_t count = (int64_t)st.st_size / buf->element_size;
+        if (opens == 1 && rest > 0 && (int64_t)st.st_size % buf->element_size == 0 &&
+            count % rest == 0) {
+            open->value = count / rest;
+            open->bound = 1;
+        }
+    }
+    return -1;
+}
+
+/* `mkdir -p DIR`: each missing folder on the way made. */
+static int make_folder(const char *dir) {
+    char path[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof path) {
+        errno = ENAMETOOLONG;
+        return 0;
+    }
+    memcpy(path, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (path[i] != '/' && path[i] != '\0') continue;
+        char saved = path[i];
+        path[i] = '\0';
+        if (mkdir(path, 0777) && errno != EEXIST) return 0;
+        path[i] = saved;
+    }
+    struct stat st;
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return 0;
+    }
+    return 1;
 }
 
 static int setup(host_run *run, int argc, char **argv, const char *host_name, const char *backend) {
@@ -27,10 +165,12 @@ static int setup(host_run *run, int argc, char **argv, const char *host_name, co
     }
     manifest *m = &run->m;
     run->files = calloc((size_t)m->buffer_count + 1, sizeof *run->files);
-    if (!run->files) return 1;
+    run->npy = calloc((size_t)m->buffer_count + 1, sizeof *run->npy);
+    if (!run->files || !run->npy) return 1;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc) { run->output_dir = argv[++i]; continue; }
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc) { run->repeat = atoi(argv[++i]); continue; }
+        if (!strcmp(argv[i], "--zeros")) { run->zeros = 1; continue; }
         char *eq = strchr(argv[i], '=');
         if (!eq) return usage(host_name);
         *eq = '\0';
@@ -51,8 +191,15 @@ static int setup(host_run *run, int argc, char **argv, const char *host_name, co
             return 2;
         }
     }
+    int code = infer_dims(run, host_name);
+    if (code >= 0) return code;
     if (!manifest_bind(m, error, sizeof error)) {
         fprintf(stderr, "%s: error: %s\n", host_name, error);
+        return 2;
+    }
+    if (run->output_dir && !make_folder(run->output_dir)) {
+        fprintf(stderr, "%s: error: cannot make the output folder `%s`: %s\n", host_name,
+                run->output_dir, strerror(errno));
         return 2;
     }
     return -1;
@@ -77,9 +224,40 @@ static int read_inputs(host_run *run, const char *host_name) {
     const manifest *m = &run->m;
     run->host = calloc((size_t)m->buffer_count + 1, sizeof *run->host);
     if (!run->host) return 1;
+    char want[256], got[256];
     for (int b = 0; b < m->buffer_count; b++) {
         const manifest_buffer *buf = &m->buffers[b];
         if (!run->files[b]) continue;
+        if (npy_is_npy(run->files[b])) {
+            const npy_header *h = &run->npy[b];
+            for (int a = 0; a < buf->rank; a++) {
+                if (h->shape[a] == buf->shape[a]) continue;
+                shape_text(buf, want, sizeof want);
+                dims_text(h->shape, h->rank, got, sizeof got);
+                fprintf(stderr, "%s: error: [GPU040] input `%s` in %s has shape %s; the kernel takes %s",
+                        host_name, buf->name, run->files[b], got, want);
+                dims_text(buf->shape, buf->rank, got, sizeof got);
+                fprintf(stderr, " = %s\n", got);
+                return 2;
+            }
+            size_t size, bytes = h->data_offset + (size_t)h->count * h->item_size;
+            uint8_t *file = read_file(run->files[b], bytes, &size);
+            if (!file || size != bytes) {
+                fprintf(stderr, "%s: error: [GPU040] input `%s`: %s holds %s bytes; its header "
+                        "says %zu\n", host_name, buf->name, run->files[b],
+                        file ? "a different number of" : "more than", bytes);
+                free(file);
+                return 2;
+            }
+            run->host[b] = calloc(1, (size_t)buf->bytes + 4);
+            if (!run->host[b]) {
+                free(file);
+                return 1;
+            }
+            npy_to_manifest(buf->dtype, h->descr, file + h->data_offset, h->count, run->host[b]);
+            free(file);
+            continue;
+        }
         size_t size;
         /* at most one byte more than the buffer holds (an endless file, /dev/zero, is refused),
          * and memory only as the file's bytes arrive */
@@ -97,6 +275,15 @@ static int read_inputs(host_run *run, const char *host_name) {
         if ((int64_t)size != buf->bytes) {
             fprintf(stderr, "%s: error: [GPU040] input `%s` has %zu bytes; its %lld %s values need %lld\n",
                     host_name, buf->name, size, (long long)buf->count, buf->dtype, (long long)buf->bytes);
+            return 2;
+        }
+    }
+    for (int b = 0; b < m->buffer_count; b++) {
+        const manifest_buffer *buf = &m->buffers[b];
+        if (ROLE_UPLOADED(buf->role) && !run->files[b] && !run->zeros) {
+            fprintf(stderr, "%s: error: [GPU040] no data for input `%s`: give it as %s=@FILE "
+                    "(a .npy file or raw bytes), or --zeros to fill every input not given with "
+                    "zeros\n", host_name, buf->name, buf->name);
             return 2;
         }
     }
@@ -192,7 +379,9 @@ void host_free(host_run *run) {
     for (int b = 0; run->host && b < run->m.buffer_count; b++) free(run->host[b]);
     free(run->host);
     free(run->files);
+    free(run->npy);
     run->host = NULL;
     run->files = NULL;
+    run->npy = NULL;
     manifest_free(&run->m);
 }

@@ -725,8 +725,9 @@ int manifest_parse(manifest *m, const char *text, size_t length, const char *dir
     if (!need_choice(&s, member(m->root, "backend"), BACKENDS, "backend", &which)) return 0;
     m->backend = BACKENDS[which];
     if (backend && strcmp(backend, m->backend))
-        return refuse(error, error_size, "MAN002", "backend", "this host runs %s, not %s", backend,
-                      m->backend);
+        return refuse(error, error_size, "MAN002", "backend",
+                      "this host runs %s, not %s: compile the kernels for it with "
+                      "`mimir compile-gpu --backend %s`", backend, m->backend, backend);
     if (!load_dims(m, &s) || !load_buffers(m, &s) || !load_uniform(m, &s)) return 0;
     const cJSON *kernels = member(m->root, "kernels");
     if (!need_list(&s, kernels, "kernels", MANIFEST_MAX_KERNELS, &m->kernel_count)) return 0;

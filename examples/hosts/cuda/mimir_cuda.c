@@ -1,6 +1,6 @@
 /* Run a Mimir kernel's PTX through the CUDA driver API, in plain C, from its manifest alone.
  *
- *   mimir-cuda out/ptx/linear_relu.manifest.json N=37 x=@x.bin w=@w.bin b=@b.bin -o results/
+ *   mimir-cuda out/ptx/linear_relu.manifest.json x=@x.npy w=@w.npy b=@b.npy -o results/
  *
  * What a host does, in order:
  *  1. initialise the driver and make device 0's primary context current;

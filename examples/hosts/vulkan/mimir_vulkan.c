@@ -1,6 +1,6 @@
 /* Run a Mimir kernel's SPIR-V on Vulkan, in plain C, from its manifest alone.
  *
- *   mimir-vulkan out/spirv/linear_relu.manifest.json N=37 x=@x.bin w=@w.bin b=@b.bin -o results/
+ *   mimir-vulkan out/spirv/linear_relu.manifest.json x=@x.npy w=@w.npy b=@b.npy -o results/
  *
  * What a host does, in order (each step is one function below):
  *  1. pick a physical device with a compute queue (discrete GPU first; any Vulkan

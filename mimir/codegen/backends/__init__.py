@@ -1,4 +1,12 @@
-"""The backends, by the name `--backend` takes. `all` means every one of them."""
+"""The backends, by the name `--backend` takes. `all` means every one of them.
+
+Each target is one module or one folder: `msl`, `wgsl`, `ptx/`, `spirv/`. `base` holds
+what they share: `Backend` (capabilities as class attributes, the type and operator
+tables a target overrides, `check` for what it cannot emit), the `Namer` that keeps
+Python names off each target's reserved words, and `Printed`. A backend prints the
+legalised IR it is given (`ir.legalise`); it imports `ir`, `lower` and `base`, never a
+scheduler or builder module, nor another backend.
+"""
 
 from __future__ import annotations
 

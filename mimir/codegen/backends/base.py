@@ -33,6 +33,8 @@ from mimir.codegen.ir import (
     Expr,
     Fence,
     For,
+    GlobalVectorLoad,
+    GlobalVectorStore,
     Helper,
     If,
     Kernel,
@@ -48,8 +50,6 @@ from mimir.codegen.ir import (
     Uniform,
     Var,
     VarDecl,
-    VectorLoad,
-    VectorStore,
     WarpReduce,
     all_expressions,
     lower_vectors,
@@ -64,7 +64,9 @@ _PREC = {
     "<": 50, "<=": 50, ">": 50, ">=": 50, "==": 45, "!=": 45,
     "&": 40, "^": 39, "|": 38, "&&": 30, "||": 29,
 }  # fmt: skip
-_ATOM, _UNARY = 100, 90
+# the precedence of an atom and of a unary operation, as `expr` (and a target's `literal`)
+# returns them beside its text
+ATOM, UNARY = 100, 90
 
 
 @dataclass(frozen=True)
@@ -125,14 +127,14 @@ def shortest_float(value: float) -> str:
     return text
 
 
-def lane(s: VectorLoad | VectorStore, k: int) -> Expr:
+def lane(s: GlobalVectorLoad | GlobalVectorStore, k: int) -> Expr:
     """The index of lane `k` of a vector access."""
     return s.index if k == 0 else Binary("+", s.index, Const(k, "u32"), "u32")
 
 
-def vector_index(s: VectorLoad | VectorStore) -> Expr:
+def vector_index(s: GlobalVectorLoad | GlobalVectorStore) -> Expr:
     """The index of a vector access in an array of vectors (`index` is a multiple of 4)."""
-    lanes = len(s.vars) if isinstance(s, VectorLoad) else len(s.values)
+    lanes = len(s.vars) if isinstance(s, GlobalVectorLoad) else len(s.values)
     shift = lanes.bit_length() - 1
     return Binary(">>", s.index, Const(shift, "u32"), "u32")
 
@@ -149,11 +151,11 @@ class Backend:
     # a `Barrier(device=True)`, where it differs from `barrier`
     device_barrier = ""
     # Whether the target prints `WarpReduce` (warp shuffles, simdgroup functions); a
-    # target without them gets `mimir.codegen.warp.to_workgroup_memory` first.
+    # target without them gets `mimir.codegen.passes.workgroup_memory.to_workgroup_memory` first.
     warp_functions = False
     # Whether the target has a device-scope acquire-release fence (`Fence`) and atomics
     # that return the old value: then a split reduction is one launch whose last
-    # workgroup combines the partials (`mimir.codegen.reductions`).
+    # workgroup combines the partials (`mimir.codegen.kernels.whole`).
     device_fence = False
     # Whether, without such a fence (WGSL: relaxed atomics only, `storageBarrier` is
     # workgroup-scope), the target prints a handoff of tagged atomic words (`Publish`,
@@ -161,7 +163,7 @@ class Backend:
     tagged_handoff = False
     # Whether one buffer may be read both 4 wide and one element at a time (a pointer
     # cast: PTX, MSL). Then a row of symbolic length goes 4 wide behind a run-time test
-    # of the length (`reductions.row_elements`); WGSL and SPIR-V declare a buffer as an
+    # of the length (`kernels.loops.row_elements`); WGSL and SPIR-V declare a buffer as an
     # array of vectors or of scalars, so there a row goes 4 wide only when the checker
     # proves its length a multiple of 4.
     vector_views = False
@@ -254,34 +256,34 @@ class Backend:
         if isinstance(e, Const):
             return self.literal(e)
         if isinstance(e, Var):
-            return self.names(e.name), _ATOM
+            return self.names(e.name), ATOM
         if isinstance(e, Load):
-            return f"{self.names(e.array)}[{self.expr(e.index)}]", _ATOM
+            return f"{self.names(e.array)}[{self.expr(e.index)}]", ATOM
         if isinstance(e, Uniform):
-            return self.uniform(e.field), _ATOM
+            return self.uniform(e.field), ATOM
         if isinstance(e, Builtin):
-            return self.builtin(e.name), _ATOM
+            return self.builtin(e.name), ATOM
         if isinstance(e, Cast):
-            return self.cast(self.expr(e.a), e.type), _ATOM
+            return self.cast(self.expr(e.a), e.type), ATOM
         if isinstance(e, Bitcast):
-            return self.bitcast(self.expr(e.a), e.type), _ATOM
+            return self.bitcast(self.expr(e.a), e.type), ATOM
         if isinstance(e, Select):
             parts = (self.expr(e.cond), self.expr(e.if_true), self.expr(e.if_false))
-            return self.select(*parts), _ATOM
+            return self.select(*parts), ATOM
         if isinstance(e, Call):
             args = [self.expr(a) for a in e.args]
             if e.fn in self.intrinsics:
-                return self.intrinsics[e.fn].format(*args), _ATOM
-            return f"{self.names(e.fn)}({', '.join(args)})", _ATOM
+                return self.intrinsics[e.fn].format(*args), ATOM
+            return f"{self.names(e.fn)}({', '.join(args)})", ATOM
         if isinstance(e, Unary):
             inner, prec = self._expr(e.a)
-            if prec < _ATOM:
+            if prec < ATOM:
                 inner = f"({inner})"
-            return f"{e.op}{inner}", _UNARY
+            return f"{e.op}{inner}", UNARY
         if isinstance(e, Binary):
             return self._binary(e)
         if isinstance(e, WarpReduce):
-            return self.warp_reduce(e), _ATOM
+            return self.warp_reduce(e), ATOM
         raise TypeError(f"cannot print {e!r}")
 
     def warp_reduce(self, e: WarpReduce) -> str:
@@ -290,7 +292,7 @@ class Backend:
     def _binary(self, e: Binary) -> tuple[str, int]:
         override = self.binary_overrides.get((e.op, e.a.type))
         if override is not None:
-            return override.format(a=self.expr(e.a), b=self.expr(e.b)), _ATOM
+            return override.format(a=self.expr(e.a), b=self.expr(e.b)), ATOM
         prec = _PREC[e.op]
         parts = []
         for side, child in (("left", e.a), ("right", e.b)):
@@ -301,9 +303,9 @@ class Backend:
                 needs = True  # WGSL requires it; it reads better everywhere
             if e.op in _BITWISE and child_op is not None:
                 needs = True  # WGSL: the operands of a shift or a bit operation are unary
-            if cp == _UNARY and text.startswith("-") and e.op in ("+", "-"):
+            if cp == UNARY and text.startswith("-") and e.op in ("+", "-"):
                 needs = True
-            parts.append(f"({text})" if needs and cp < _ATOM else text)
+            parts.append(f"({text})" if needs and cp < ATOM else text)
         return f"{parts[0]} {e.op} {parts[1]}", prec
 
     # -- printing statements
@@ -328,9 +330,9 @@ class Backend:
             return self.atomic_add(s, pad)
         if isinstance(s, (Publish, Await, Retract)):
             return self.handoff(s, pad)
-        if isinstance(s, VectorLoad):
+        if isinstance(s, GlobalVectorLoad):
             return self.vector_load(s, pad)
-        if isinstance(s, VectorStore):
+        if isinstance(s, GlobalVectorStore):
             return self.vector_store(s, pad)
         if isinstance(s, If):
             lines = [f"{pad}if ({self.expr(s.cond)}) {{", *self.block(s.then, indent + 1)]
@@ -352,14 +354,14 @@ class Backend:
     def let(self, name: str, t: str, value: str) -> str:
         raise NotImplementedError
 
-    def vector_load(self, s: VectorLoad, pad: str) -> list[str]:
+    def vector_load(self, s: GlobalVectorLoad, pad: str) -> list[str]:
         """One scalar load per lane (a target with vector access overrides this)."""
         return [
             pad + self.let(self.names(v.name), v.type, self.expr(Load(s.array, lane(s, k), v.type)))
             for k, v in enumerate(s.vars)
         ]
 
-    def vector_store(self, s: VectorStore, pad: str) -> list[str]:
+    def vector_store(self, s: GlobalVectorStore, pad: str) -> list[str]:
         return [
             f"{pad}{self.names(s.array)}[{self.expr(lane(s, k))}] = {self.expr(v)};"
             for k, v in enumerate(s.values)

@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 
 from mimir.codegen.backends.base import (
-    _ATOM,
-    _UNARY,
+    ATOM,
+    UNARY,
     Backend,
     Capabilities,
     shortest_float,
@@ -35,10 +35,10 @@ from mimir.codegen.ir import (
     Const,
     Fence,
     For,
+    GlobalVectorLoad,
+    GlobalVectorStore,
     Helper,
     Kernel,
-    VectorLoad,
-    VectorStore,
     WarpReduce,
     all_expressions,
     walk_statements,
@@ -132,19 +132,19 @@ class MSL(Backend):
     def literal(self, c: Const) -> tuple[str, int]:
         v, t = c.value, c.type
         if t == "bool":
-            return ("true" if v else "false"), _ATOM
+            return ("true" if v else "false"), ATOM
         if t == "u32":
-            return f"{v}u", _ATOM
+            return f"{v}u", ATOM
         if t == "i32":
             if v == -(2**31):
-                return "(-2147483647 - 1)", _ATOM
-            return str(v), (_UNARY if v < 0 else _ATOM)
+                return "(-2147483647 - 1)", ATOM
+            return str(v), (UNARY if v < 0 else ATOM)
         if math.isnan(v):
-            return "as_type<float>(0x7fc00000u)", _ATOM
+            return "as_type<float>(0x7fc00000u)", ATOM
         if math.isinf(v):
-            return f"as_type<float>({_NONFINITE[v]})", _ATOM
+            return f"as_type<float>({_NONFINITE[v]})", ATOM
         text = shortest_float(v) + "f"
-        return text, (_UNARY if text.startswith("-") else _ATOM)
+        return text, (UNARY if text.startswith("-") else ATOM)
 
     def bitcast(self, e: str, t: str) -> str:
         return f"as_type<{self.type_map[t]}>({e})"
@@ -163,7 +163,7 @@ class MSL(Backend):
         qualifier = "device const" if const else "device"
         return f"(({qualifier} {self.type_map[elem]}{lanes}*){self.names(array)})"
 
-    def vector_load(self, s: VectorLoad, pad: str) -> list[str]:
+    def vector_load(self, s: GlobalVectorLoad, pad: str) -> list[str]:
         # a vector type is aligned to its size: the scheduler proved the offset is
         lanes = len(s.vars)
         elem = s.vars[0].type
@@ -176,7 +176,7 @@ class MSL(Backend):
         ]
         return lines
 
-    def vector_store(self, s: VectorStore, pad: str) -> list[str]:
+    def vector_store(self, s: GlobalVectorStore, pad: str) -> list[str]:
         lanes = len(s.values)
         elem = next(b.elem for b in self._kernel.buffers if b.name == s.array)
         target = f"{self._vector_pointer(s.array, lanes, False)}[{self.expr(vector_index(s))}]"

@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 
 from mimir.codegen.backends.base import (
-    _ATOM,
-    _UNARY,
+    ATOM,
+    UNARY,
     Backend,
     Capabilities,
     shortest_float,
@@ -34,13 +34,13 @@ from mimir.codegen.ir import (
     Const,
     Expr,
     For,
+    GlobalVectorLoad,
+    GlobalVectorStore,
     Helper,
     Kernel,
     Load,
     Publish,
     Retract,
-    VectorLoad,
-    VectorStore,
     all_expressions,
     vector_only_buffers,
 )
@@ -104,22 +104,22 @@ class WGSL(Backend):
     def literal(self, c: Const) -> tuple[str, int]:
         v, t = c.value, c.type
         if t == "bool":
-            return ("true" if v else "false"), _ATOM
+            return ("true" if v else "false"), ATOM
         if t == "u32":
-            return f"{v}u", _ATOM
+            return f"{v}u", ATOM
         if t == "i32":
             if v == -(2**31):
-                return "i32(-2147483648)", _ATOM
-            return f"{v}i", (_UNARY if v < 0 else _ATOM)
+                return "i32(-2147483648)", ATOM
+            return f"{v}i", (UNARY if v < 0 else ATOM)
         if math.isnan(v):
             self._nonfinite.add("$nan_bits")
-            return f"bitcast<f32>({self.names('$nan_bits')})", _ATOM
+            return f"bitcast<f32>({self.names('$nan_bits')})", ATOM
         if math.isinf(v):
             self._nonfinite.add("$inf_bits")
             text = f"bitcast<f32>({self.names('$inf_bits')})"
-            return ("-" + text, _UNARY) if v < 0 else (text, _ATOM)
+            return ("-" + text, UNARY) if v < 0 else (text, ATOM)
         text = shortest_float(v) + "f"
-        return text, (_UNARY if text.startswith("-") else _ATOM)
+        return text, (UNARY if text.startswith("-") else ATOM)
 
     def bitcast(self, e: str, t: str) -> str:
         return f"bitcast<{self.type_map[t]}>({e})"
@@ -199,7 +199,7 @@ class WGSL(Backend):
             f"{name} += {self.expr(s.step)})"
         )
 
-    def vector_load(self, s: VectorLoad, pad: str) -> list[str]:
+    def vector_load(self, s: GlobalVectorLoad, pad: str) -> list[str]:
         # WGSL has no reinterpreting view of a buffer: a buffer the kernel reads only a
         # vector at a time is declared as an array of vectors, any other one lane by lane
         if s.array not in self._vector_buffers:
@@ -212,7 +212,7 @@ class WGSL(Backend):
         ]
         return lines
 
-    def vector_store(self, s: VectorStore, pad: str) -> list[str]:
+    def vector_store(self, s: GlobalVectorStore, pad: str) -> list[str]:
         if s.array not in self._vector_buffers:
             return super().vector_store(s, pad)
         elem = self._elems[s.array]
@@ -223,7 +223,7 @@ class WGSL(Backend):
     def _expr(self, e: Expr) -> tuple[str, int]:
         if isinstance(e, Load) and e.array in self._broadcast:
             # (a barrier of its own, then the value all threads read is uniform)
-            return f"workgroupUniformLoad(&{self.names(e.array)}[{self.expr(e.index)}])", _ATOM
+            return f"workgroupUniformLoad(&{self.names(e.array)}[{self.expr(e.index)}])", ATOM
         return super()._expr(e)
 
     def prepare(self, kernel: Kernel) -> None:

@@ -1,4 +1,4 @@
-"""The human format (DESIGN.md section 3).
+"""The human format (ARCHITECTURE.md, "Diagnostics").
 
     path:line:col: error[CODE]: message
       why: ...

@@ -1,0 +1,149 @@
+"""What every kernel builder shares: the body, the evaluator and dispatch.
+
+A `KernelContext` is made per launch of a schedule. `write` evaluates the
+launch's results at a position and stores them (with a root's value given, for
+a fused epilogue); `groups` dispatches a 1-D count of workgroups folded into x
+and y (`sizes.dispatch`) and returns the linear group id, with the groups past
+the end returning at once (uniformly, so barriers stay in uniform control
+flow). Workgroup reductions are `mimir.codegen.kernels.warp.group_total`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mimir.codegen import lower as lw
+from mimir.codegen import sizes as sz
+from mimir.codegen.builder import Body, Idx, group_id, over_dispatched, size_ir
+from mimir.codegen.ir import Binary, Expr, Return, SharedArray, Store
+from mimir.codegen.schedule.layout import WG
+from mimir.codegen.schedule.plan import Elementwise, Plan, Rooted, Schedule
+from mimir.codegen.tensors import Evaluator
+from mimir.dims import Size
+from mimir.dtypes import DType, bfloat16, float16, float32
+
+# What a builder returns: its workgroup size and its dispatch (workgroups per axis, as sizes)
+Built = tuple[tuple[int, int, int], tuple[Size, Size, Size]]
+# What a walk over elements calls at each (its position r or j), and a walk itself
+Visit = Callable[[Expr], None]
+Walk = Callable[[Visit], None]
+
+
+class KernelContext:
+    """What one kernel's builder needs: the body, the evaluator and the schedule.
+
+    `tensor_cores`: a PTX build of an `@gpu(precision="tf32")` function, whose float32
+    products multiply with `MmaSync` (`matmul`)."""
+
+    def __init__(self, s: Schedule, plan: Plan, tensor_cores: bool = False) -> None:
+        self.s = s
+        self.plan = plan
+        self.tensor_cores = tensor_cores
+        self.body = Body()
+        # A parameter's value is always its buffer (`p = g` for an `InOut` p stores g's).
+        written = (
+            set()
+            if isinstance(plan, Elementwise) and plan.copy
+            else {n for n, _ in plan.computed() if s.kernel.graph.node(n)["kind"] != "param"}
+        )
+        readable = {n: b for n, b in s.node_buffers.items() if n not in written}
+        self.ev = Evaluator(s.kernel, self.body, readable)
+        self.shared: list[SharedArray] = []
+        self.dims = {d.name: d for d in s.dims}
+        # guards not emitted because a size is proven a multiple of a tile: (guard, proof)
+        self.proofs: list[tuple[str, str]] = []
+        # vector accesses and their proof: (buffer, "read" | "write", lanes, proof)
+        self.vectorized: list[tuple[str, str, int, str]] = []
+        # work not done because the result is proven not to need it: (work, proof)
+        self.skipped: list[tuple[str, str]] = []
+        # a thread-per-row `row` launch's group id and its rows' share of its whole
+        # reduction (`Row.total`, `whole.whole_of_rows`)
+        self.row_share: tuple[Expr, Any] | None = None
+        # the linear count of workgroups `groups` dispatched (None: a builder of its own)
+        self.group_count: Any = None
+
+    def restart(self) -> None:
+        """Forget everything built so far: a builder that tried one layout and gave up
+        (`vectorized.elementwise`) starts the next from an empty body."""
+        self.__init__(self.s, self.plan, self.tensor_cores)  # type: ignore[misc]
+
+    def multiple(self, size: Any, of: int, guard: str) -> bool:
+        """Whether `size` is proven a multiple of `of`; if so, `guard` is recorded as
+        removed, with the proof, for the manifest."""
+        proof = sz.multiple_proof(size, of, self.dims)
+        if proof is not None:
+            self.proofs.append((guard, proof))
+        return proof is not None
+
+    def write(
+        self,
+        idx: Idx,
+        root_value: Expr | None = None,
+        outputs: list[tuple[int, list[str]]] | None = None,
+        root: int | None = None,
+    ) -> None:
+        """Evaluate the plan's results (or `outputs`) at `idx` (the value of the plan's
+        root, or of `root`, given) and store them."""
+        if root is None and isinstance(self.plan, Rooted):
+            root = self.plan.root
+        if root_value is not None and root is not None:
+            self.ev.overrides[root] = (idx.key, root_value)
+        flat = idx.flat(self.body)
+        inout = {b.name for b in self.s.buffers if b.role == "inout"}
+        outputs = self.plan.outputs() if outputs is None else outputs
+        if any(set(bufs) & inout for _, bufs in outputs) and len(outputs) > 1:
+            # An `InOut` buffer is stored here: every value is computed (its loads done)
+            # before the first store, so no output reads an element this thread already wrote.
+            values = [self.body.let(self.ev.at(n, self._position(idx, n)), "v") for n, _ in outputs]
+        else:
+            values = [None] * len(outputs)
+        for (node, buffers), value in zip(outputs, values, strict=True):
+            if value is None:
+                value = self.ev.at(node, self._position(idx, node))
+            for name in buffers:
+                self.body.emit(Store(name, flat, lw.to_storage(value, self.ev.dtype(node))))
+
+    def _position(self, idx: Idx, node: int) -> Idx:
+        """`idx` as a position of `node`: the same element, or, for an epilogue that
+        reshapes to another rank (`schedule._flat_reshape`), the same flat offset."""
+        if len(self.ev.shape(node)) != len(idx.shape):
+            return Idx(self.ev.shape(node), flat=idx.flat(self.body))
+        return self.ev.same(idx, node)
+
+    def groups(self, count: Any, guard: bool = True) -> tuple[tuple[Any, Any, Any], Expr]:
+        """Dispatch `count` workgroups; the linear group id. Groups past the end
+        return at once, unless `guard` is False (every thread is guarded anyway)."""
+        dispatch = sz.dispatch(count, self.dims)
+        self.group_count = count
+        g = group_id(self.body, dispatch)
+        if guard and over_dispatched(dispatch):
+            with self.body.if_(Binary(">=", g, size_ir(count), "bool")):
+                self.body.emit(Return())
+        return dispatch, g
+
+
+def width_for(count: Any) -> int:
+    """Threads per workgroup for a strided pass over `count` elements: 256, or the
+    power of two that covers a smaller literal count (at least 32)."""
+    if isinstance(count, int) and count < WG:
+        return max(32, 1 << max(0, count - 1).bit_length())
+    return WG
+
+
+# Elements each thread of a row kernel handles when the row allows (Triton's 4 warps for
+# a row of 1024): the two workgroup reductions are paid once per that many elements.
+ROW_ELEMENTS = 8
+
+
+def row_width(count: Any, at_least: int = 0) -> int:
+    """Threads per workgroup for a row kernel over `count` elements: the power of two
+    that gives each thread about `ROW_ELEMENTS` of a literal count (128 for a symbolic
+    one), at least `at_least` and 32, at most 256."""
+    want = 128 if not isinstance(count, int) else -(-count // ROW_ELEMENTS)
+    return min(WG, 1 << (max(32, at_least, want) - 1).bit_length())
+
+
+def reg_dtype(dtype: DType) -> DType:
+    """The dtype a value of `dtype` is computed in (float16, bfloat16 in f32 registers)."""
+    return float32 if dtype in (float16, bfloat16) else dtype

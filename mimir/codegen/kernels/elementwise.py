@@ -1,0 +1,114 @@
+"""The element-wise launch (`ew`): every launch that computes no root of its own.
+
+256 threads a workgroup. Four consecutive output elements a thread, with 128-bit loads
+and stores, where that is proven sound (`vectorized`); else one element a thread, guarded
+by `index < numel` (`scalar`). A launch that computes a product by a small matrix
+(`schedule.roots.small_matmul`) and writes short literal rows gives each thread a whole
+row instead (`by_rows`); an in-place `x = f(x, x.T)` of a square x gives each thread an
+element and its mirror image (`mirrored`, `Elementwise.mirror`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from mimir.codegen import lower as lw
+from mimir.codegen import sizes as sz
+from mimir.codegen.builder import Idx, ibin, size_ir, u32
+from mimir.codegen.ir import Binary, Builtin, Stmt, Store
+from mimir.codegen.kernels import vectorized
+from mimir.codegen.kernels.context import Built, KernelContext
+from mimir.codegen.schedule.layout import WG, row_per_thread
+
+
+def build(c: KernelContext) -> Built:
+    """An element-wise launch: four elements a thread with 128-bit accesses where that is
+    proven sound (`vectorized`), else a thread per row (`row_per_thread`), a thread per
+    element and its mirror image (`Elementwise.mirror`), or a thread per element."""
+    rows = row_per_thread(c.ev, c.s.kernel.graph.graph, c.plan, c.s.node_buffers)
+    if not c.plan.mirror and not rows:
+        built = vectorized.elementwise(c)
+        if built is not None:
+            return built
+        c.restart()
+    if rows:
+        return by_rows(c)
+    if c.plan.mirror:
+        return mirrored(c)
+    return scalar(c)
+
+
+def scalar(c: KernelContext) -> Built:
+    shape = c.ev.shape(c.plan.node)
+    total = sz.product(list(shape))
+    if c.multiple(total, WG, f"i < {sz.manifest_text(total)}"):
+        # every thread of every dispatched group has an element (groups past the end of a
+        # folded dispatch return, uniformly, in `groups`)
+        dispatch, g = c.groups(sz.cdiv(total, WG))
+        i = c.body.let(ibin("+", ibin("*", g, u32(WG)), Builtin("local_x")), "i")
+        c.write(Idx(shape, flat=i))
+        return (WG, 1, 1), dispatch
+    dispatch, g = c.groups(sz.cdiv(total, WG), guard=False)
+    i = c.body.let(ibin("+", ibin("*", g, u32(WG)), Builtin("local_x")), "i")
+    with c.body.if_(Binary("<", i, size_ir(total), "bool")):
+        c.write(Idx(shape, flat=i))
+    return (WG, 1, 1), dispatch
+
+
+def by_rows(c: KernelContext) -> Built:
+    """An element-wise launch a thread per row (`schedule.row_per_thread`): thread t
+    computes every element of row t, so the small matrix products' left rows are loaded
+    once per row and a chain of them (`h = (h @ w).tanh()` layer after layer) computes
+    each layer's row once. Every value of the row is computed before the first store, so
+    an `InOut` row may be read whole and written in place (`p = p @ r`)."""
+    body, ev = c.body, c.ev
+    shape = ev.shape(c.plan.node)
+    lead, length = tuple(shape[:-1]), shape[-1]
+    assert isinstance(length, int)  # `row_per_thread`
+    rows = sz.product(list(lead))
+    every = c.multiple(rows, WG, f"row < {sz.manifest_text(rows)}")
+    dispatch, g = c.groups(sz.cdiv(rows, WG), guard=every)
+    row = body.let(ibin("+", ibin("*", g, u32(WG)), Builtin("local_x")), "row")
+    below = Binary("<", row, size_ir(rows), "bool")
+    with contextlib.nullcontext() if every else body.if_(below):
+        lead_axes = Idx(lead, flat=row).axes(body) if lead else []
+        base = body.let(ibin("*", row, u32(length)), "base")
+        stores: list[Stmt] = []
+        for j in range(length):
+            flat = body.let(ibin("+", base, u32(j)), "i")
+            idx = Idx(shape, flat=flat, axes=[*lead_axes, u32(j)])
+            for node, names in c.plan.outputs():
+                value = body.let(ev.at(node, ev.same(idx, node)), "v")
+                stores += [
+                    Store(name, flat, lw.to_storage(value, ev.dtype(node))) for name in names
+                ]
+        for store in stores:
+            body.emit(store)
+    return (WG, 1, 1), dispatch
+
+
+def mirrored(c: KernelContext) -> Built:
+    """An in-place `x = f(x, x.T)` of a square x (`Elementwise.mirror`): thread (i, j) of the
+    D x D elements, for i <= j, computes the new (i, j) and (j, i), both from the old
+    values, and then stores them; the others have nothing to do. Every old element is
+    read by the one thread that writes it and its mirror image, so no scratch copy."""
+    body = c.body
+    shape = c.ev.shape(c.plan.node)
+    side, total = size_ir(shape[0]), sz.product(list(shape))
+    dispatch, g = c.groups(sz.cdiv(total, WG), guard=False)
+    t = body.let(ibin("+", ibin("*", g, u32(WG)), Builtin("local_x")), "t")
+    ((node, names),) = c.plan.outputs()  # the `InOut` buffer, and an output it may also be
+    with body.if_(Binary("<", t, size_ir(total), "bool")):
+        i = body.let(ibin("/", t, side), "i")
+        j = body.let(ibin("%", t, side), "j")
+        with body.if_(Binary("<=", i, j, "bool")):
+            dtype = c.ev.dtype(node)
+            here = body.let(c.ev.at(node, Idx(shape, axes=[i, j])), "here")
+            there = body.let(c.ev.at(node, Idx(shape, axes=[j, i])), "there")
+            for name in names:
+                body.emit(Store(name, t, lw.to_storage(here, dtype)))
+            with body.if_(Binary("<", i, j, "bool")):
+                mirror = body.let(ibin("+", ibin("*", j, side), i), "mirror")
+                for name in names:
+                    body.emit(Store(name, mirror, lw.to_storage(there, dtype)))
+    return (WG, 1, 1), dispatch

@@ -1,0 +1,369 @@
+"""The `matmul` launch: `a @ b` (batched too) when it is no product by a small or a narrow
+matrix (`schedule.roots.root_kind`).
+
+128x128 output tiles, one 16x16-thread workgroup each (batches included), each thread
+accumulating an 8x8 block in registers from 4-wide vector reads of workgroup memory; K is
+walked in 8-wide slices staged through two buffers per operand (the next slice copied
+while this one is multiplied: `cp.async` on PTX), loads past M, N or K read 0, stores are
+guarded, so any size works. The epilogue (bias, activation, ...) is applied to each
+accumulator before its store. With tensor cores (PTX, `@gpu(precision="tf32")`) each warp
+multiplies with `MmaSync` (`_MmaWarp`).
+"""
+
+from __future__ import annotations
+
+from mimir.codegen import lower as lw
+from mimir.codegen import sizes as sz
+from mimir.codegen.builder import Idx, ibin, size_ir, u32
+from mimir.codegen.ir import (
+    MMA_SHAPE,
+    WARP,
+    Assign,
+    Barrier,
+    Binary,
+    Builtin,
+    Expr,
+    Load,
+    MmaSync,
+    SharedArray,
+    SharedVectorLoad,
+    Var,
+    WaitAsync,
+)
+from mimir.codegen.kernels.context import Built, KernelContext
+from mimir.codegen.kernels.staging import (
+    VEC,
+    all_below,
+    all_true,
+    batch_offset,
+    broadcast_batch,
+    stage_operand,
+    write_where,
+)
+from mimir.codegen.schedule.plan import Matmul
+
+TILE = 16  # threads per side of a matmul workgroup
+
+
+REG = 8  # outputs per thread per side (register blocking), two 4-wide halves
+
+
+BLOCK = TILE * REG  # the output tile a matmul workgroup owns (128 x 128)
+
+
+SLICE = 8  # the k-slice staged at once, in each of two buffers per operand
+
+
+def build(c: KernelContext) -> Built:
+    """A register-blocked, double-buffered tiled matmul: each workgroup owns a BLOCK x BLOCK
+    output tile (128 x 128), 16 x 16 threads, each thread an 8 x 8 block of it.
+
+    Thread (ly, lx) accumulates rows `4 ly + i` and `64 + 4 ly + i` and columns `4 lx + j`
+    and `64 + 4 lx + j` (i, j < 4) of the tile, so at each staged k it reads its 8 left
+    values and 8 right values as four aligned 4-wide vectors (`SharedVectorLoad`) and does 64
+    multiply-adds (one `fma` each after contraction). K is walked SLICE at a time through
+    two workgroup buffers per operand: while the products of slice s are computed from one
+    buffer, slice s + 1 is copied into the other (`CopyAsync`: `cp.async` on PTX, a plain
+    store elsewhere), then one wait and one barrier per slice. The left tile is stored
+    k-major (`a_tile[k][m]`), the right one as it is (`b_tile[k][n]`). Reads past M, N or K
+    stage 0 and stores past M or N are skipped, so any size works; a guard whose size is
+    proven a multiple of the tile is not emitted (`guards_removed` in the manifest).
+
+    With `c.tensor_cores` (PTX, `@gpu(precision="tf32")`, a float32 result) the staging is
+    the same but the products are `MmaSync`s, 16 x 8 x 8 per warp: see `_MmaWarp`.
+
+    With `Matmul.paired` (`schedule.attention.pair_products`) the workgroup first computes the
+    paired product's tile (the same left operand by another right one) into a second set
+    of accumulators, through the same buffers, and the epilogue reads it from there.
+    """
+    assert isinstance(c.plan, Matmul)
+    tile = _Tile(c)
+    # a paired product (`schedule.attention.pair_products`): computed first, through the
+    # same workgroup buffers, and read by the epilogue from its own accumulators
+    paired = c.plan.paired
+    paired_accs = tile.zeros() if paired is not None else None
+    accs = tile.zeros()
+    tile.offsets()
+    if paired is not None and paired_accs is not None:
+        tile.product(c.ev.node(paired)["inputs"][1], paired_accs)  # ends with a barrier
+    tile.product(tile.right, accs)
+    tile.store(accs, paired, paired_accs)
+    return (TILE, TILE, 1), tile.dispatch
+
+
+class _Tile:
+    """A matmul workgroup's output tile and this thread's part of it (`build`)."""
+
+    def __init__(self, c: KernelContext) -> None:
+        assert isinstance(c.plan, Matmul)
+        ev, body = c.ev, c.body
+        self.c, self.ev, self.body = c, ev, body
+        root = c.plan.root
+        self.left, self.right = ev.node(root)["inputs"][:2]
+        self.out = ev.dtype(root)
+        lshape, rshape, oshape = ev.shape(self.left), ev.shape(self.right), ev.shape(root)
+        self.lshape, self.rshape, self.oshape = lshape, rshape, oshape
+        self.m, self.k, self.n = lshape[-2], lshape[-1], rshape[-1]
+        self.batch = batch = oshape[:-2]
+        tm, tn = sz.cdiv(self.m, BLOCK), sz.cdiv(self.n, BLOCK)
+        count = sz.product([*batch, tm, tn])
+        self.dispatch, g = c.groups(count)
+        tn_ir, tm_ir = size_ir(tn), size_ir(tm)
+        col_tile = body.let(ibin("%", g, tn_ir), "tile")
+        rest = body.let(ibin("/", g, tn_ir), "tile")
+        row_tile = body.let(ibin("%", rest, tm_ir), "tile") if batch else rest
+        b = body.let(ibin("/", rest, tm_ir), "b") if batch else u32(0)
+        self.lx, self.ly = lx, ly = Builtin("local_x"), Builtin("local_y")
+        self.t = t = body.let(ibin("+", ibin("*", ly, u32(TILE)), lx), "t")  # 0 .. 255
+        self.row0 = row0 = body.let(ibin("*", row_tile, u32(BLOCK)), "row")
+        self.col0 = col0 = body.let(ibin("*", col_tile, u32(BLOCK)), "col")
+        half = BLOCK // 2
+        self.rows = [
+            body.let(ibin("+", row0, ibin("+", ibin("*", ly, u32(VEC)), u32(half * h + i))), "row")
+            for h in range(2)
+            for i in range(VEC)
+        ]
+        self.cols = [
+            body.let(ibin("+", col0, ibin("+", ibin("*", lx, u32(VEC)), u32(half * h + j))), "col")
+            for h in range(2)
+            for j in range(VEC)
+        ]
+        self.batch_axes = Idx(batch, flat=b).axes(body) if batch else []
+        self.acc_t = acc_t = lw.REG[self.out]
+        self.size = size = BLOCK * SLICE  # elements of one buffer of either operand
+        c.shared += [SharedArray(_A, acc_t, 2 * size), SharedArray(_B, acc_t, 2 * size)]
+        self.mma = _MmaWarp(c, t, row0, col0) if c.tensor_cores and acc_t == "f32" else None
+        if self.mma is not None:
+            self.rows, self.cols = self.mma.rows, self.mma.cols
+
+    def zeros(self) -> list[list[Var]]:
+        """A thread's accumulators of one product, zero."""
+        if self.mma is not None:
+            return self.mma.zeros()
+        acc_t, body = self.acc_t, self.body
+        return [[body.var(lw.const(0, acc_t), "acc") for _ in range(REG)] for _ in range(REG)]
+
+    def offsets(self) -> None:
+        """The bounds that need guards, and what each thread stages per slice: the left
+        operand at rows `t / 8 + 32 q` and k `t % 8` (8 threads read 8 consecutive k of a
+        row), the right one at k `t / 128 + 2 q` and column `t % 128` (consecutive threads,
+        consecutive columns), q < 4. Row offsets, row and column guards are computed once,
+        before the k loop."""
+        c, body, t, m, k, n = self.c, self.body, self.t, self.m, self.k, self.n
+        batch, batch_axes = self.batch, self.batch_axes
+        self.m_ir, self.k_ir, self.n_ir = m_ir, k_ir, n_ir = size_ir(m), size_ir(k), size_ir(n)
+        # a bound needs no guard when its size is proven a multiple of the tile
+        m_ok = c.multiple(m, BLOCK, f"row < {sz.manifest_text(m)}")
+        n_ok = c.multiple(n, BLOCK, f"col < {sz.manifest_text(n)}")
+        k_ok = c.multiple(k, SLICE, f"k < {sz.manifest_text(k)}")
+        self.m_b, self.n_b = (None if m_ok else m_ir), (None if n_ok else n_ir)
+        self.k_b = None if k_ok else k_ir
+        self.per = per = self.size // (TILE * TILE)  # elements of each operand a thread stages
+        self.a_k = body.let(ibin("%", t, u32(SLICE)), "ak")
+        self.a_m = a_m = body.let(ibin("/", t, u32(SLICE)), "am")
+        self.a_rows = [
+            body.let(ibin("+", self.row0, ibin("+", a_m, u32(q * BLOCK // per))), "ar")
+            for q in range(per)
+        ]
+        a_batch = batch_offset(c, self.lshape, batch, batch_axes)
+        self.a_base = [
+            body.let(ibin("+", a_batch, ibin("*", r_, k_ir)), "ab") for r_ in self.a_rows
+        ]
+        self.a_ok = [
+            None if self.m_b is None else body.let(Binary("<", r_, self.m_b, "bool"), "aok")
+            for r_ in self.a_rows
+        ]
+        self.a_slot = body.let(ibin("+", ibin("*", self.a_k, u32(BLOCK)), a_m), "as")
+        self.b_k = body.let(ibin("/", t, u32(BLOCK)), "bk")
+        self.b_n = b_n = body.let(ibin("+", self.col0, ibin("%", t, u32(BLOCK))), "bn")
+        self.b_base = body.let(
+            ibin("+", batch_offset(c, self.rshape, batch, batch_axes), b_n), "bb"
+        )
+        self.b_ok = (
+            None if self.n_b is None else body.let(Binary("<", b_n, self.n_b, "bool"), "bok")
+        )
+        self.b_step = SLICE // per
+        self.b_rows = [body.let(ibin("*", u32(q * self.b_step), n_ir), "bs") for q in range(per)]
+        self.l_batch = broadcast_batch(batch_axes, batch, self.lshape[:-2])
+        self.r_batch = broadcast_batch(batch_axes, batch, self.rshape[:-2])
+
+    def stage(self, k0: Expr, buffer: Expr, right: int) -> None:
+        """Slice `k0` of both operands into the workgroup buffers at offset `buffer`."""
+        c, body, per, out = self.c, self.body, self.per, self.out
+        ka = body.let(ibin("+", k0, self.a_k), "ka")
+        ka_ok = None if self.k_b is None else body.let(Binary("<", ka, self.k_b, "bool"), "kok")
+        a_at = body.let(ibin("+", buffer, self.a_slot), "sa")
+        for q in range(per):
+            slot = ibin("+", a_at, u32(q * BLOCK // per))
+            axes = [*self.l_batch, self.a_rows[q], ka]
+            idx = Idx(self.lshape, flat=ibin("+", self.a_base[q], ka), axes=axes)
+            stage_operand(c, _A, slot, self.left, idx, all_true([self.a_ok[q], ka_ok]), out)
+        kb0 = body.let(ibin("+", k0, self.b_k), "kb")
+        b_at = body.let(ibin("+", buffer, self.t), "sb")
+        b_at0 = body.let(ibin("+", ibin("*", kb0, self.n_ir), self.b_base), "bi")
+        for q in range(per):
+            kb = body.let(ibin("+", kb0, u32(q * self.b_step)), "kb") if q else kb0
+            kb_ok = None if self.k_b is None else Binary("<", kb, self.k_b, "bool")
+            slot = ibin("+", b_at, u32(q * self.b_step * BLOCK))
+            axes = [*self.r_batch, kb, self.b_n]
+            idx = Idx(self.rshape, flat=ibin("+", b_at0, self.b_rows[q]), axes=axes)
+            stage_operand(c, _B, slot, right, idx, all_true([kb_ok, self.b_ok]), out)
+
+    def product(self, right: int, accs: list[list[Var]]) -> None:
+        """The tile of `left @ right` into this thread's `accs`, ending with a barrier (so
+        the workgroup buffers may be staged again)."""
+        body = self.body
+        self.stage(u32(0), u32(0), right)
+        body.emit(WaitAsync())
+        body.emit(Barrier())
+        a_row = body.let(ibin("*", self.ly, u32(VEC)), "ly")
+        b_col = body.let(ibin("*", self.lx, u32(VEC)), "lx")
+        with body.for_("k0_", u32(0), self.k_ir, u32(SLICE)) as k0:
+            self.slices(k0, accs, right, a_row, b_col)
+
+    def slices(self, k0: Expr, accs: list[list[Var]], right: int, a_row: Expr, b_col: Expr) -> None:
+        """One k-slice: the next staged into the other buffers while this one multiplies."""
+        body, size = self.body, self.size
+        # slice s = k0 / SLICE is in buffer s % 2: `cur` is its offset, the next goes to the other
+        shift = (size // SLICE).bit_length() - 1
+        cur = body.let(Binary("&", Binary("<<", k0, u32(shift), "u32"), u32(size), "u32"), "cur")
+        nxt = body.let(Binary("^", cur, u32(size), "u32"), "nxt")
+        k_next = body.let(ibin("+", k0, u32(SLICE)), "kn")
+        with body.if_(Binary("<", k_next, self.k_ir, "bool")):
+            self.stage(k_next, nxt, right)
+        if self.mma is not None:
+            self.mma.slice(cur, accs)
+        else:
+            self.multiply(cur, accs, a_row, b_col)
+        body.emit(WaitAsync())
+        body.emit(Barrier())
+
+    def multiply(self, cur: Expr, accs: list[list[Var]], a_row: Expr, b_col: Expr) -> None:
+        """The 64 multiply-adds of each k of the slice in the buffers at `cur`, from this
+        thread's 8 left and 8 right values, read as four 4-wide vectors."""
+        body, acc_t, half = self.body, self.acc_t, BLOCK // 2
+        a_at = body.let(ibin("+", cur, a_row), "ra")
+        b_at = body.let(ibin("+", cur, b_col), "rb")
+        for kk in range(SLICE):
+            a_vals: list[Var] = []
+            b_vals: list[Var] = []
+            for h in range(2):
+                va = tuple(body.fresh("a", acc_t) for _ in range(VEC))
+                at = ibin("+", a_at, u32(kk * BLOCK + half * h))
+                body.emit(SharedVectorLoad(va, _A, at))
+                a_vals += va
+            for h in range(2):
+                vb = tuple(body.fresh("b", acc_t) for _ in range(VEC))
+                at = ibin("+", b_at, u32(kk * BLOCK + half * h))
+                body.emit(SharedVectorLoad(vb, _B, at))
+                b_vals += vb
+            for r in range(REG):
+                for s_ in range(REG):
+                    acc = accs[r][s_]
+                    term = lw.bin_("*", a_vals[r], b_vals[s_])
+                    body.emit(Assign(acc, lw.bin_("+", acc, term)))
+
+    def store(
+        self, accs: list[list[Var]], paired: int | None, paired_accs: list[list[Var]] | None
+    ) -> None:
+        """Each accumulator through the epilogue (which reads the paired product's, where
+        there is one), stored where it is inside the output."""
+        c, ev, body, oshape, out = self.c, self.ev, self.body, self.oshape, self.out
+        # an epilogue through a reshape to another rank (an einsum's merged letters split
+        # again) reads the product at the flat offset it writes (`KernelContext._position`)
+        flat = any(len(ev.shape(n)) != len(oshape) for n, _ in c.plan.outputs())
+        rows, cols = self.rows, self.cols
+        for r in range(len(rows)):
+            for s_ in range(len(cols)):
+                cond = all_below([(rows[r], self.m_b), (cols[s_], self.n_b)])
+                acc = accs[r][s_]
+                result = lw.round_to(acc, out)
+                idx = Idx(oshape, axes=[*self.batch_axes, rows[r], cols[s_]])
+                if flat:
+                    idx = Idx(oshape, flat=idx.flat(body))
+                if paired is not None and paired_accs is not None:
+                    ev.overrides[paired] = (idx.key, lw.round_to(paired_accs[r][s_], out))
+                write_where(c, cond, idx, result)
+
+
+# the workgroup arrays that stage the left operand (k-major) and the right one
+_A, _B = "$a_tile", "$b_tile"
+
+
+WARPS_M, WARPS_N = 2, 4  # the 8 warps of a matmul workgroup over its 128 x 128 tile
+
+
+MMA_M, MMA_N, MMA_K = MMA_SHAPE
+
+
+FRAG_M = BLOCK // WARPS_M // MMA_M  # 16 x 8 tiles per warp along m (4) and n (4)
+
+
+FRAG_N = BLOCK // WARPS_N // MMA_N
+
+
+class _MmaWarp:
+    """The tensor-core products of a `matmul` launch (`@gpu(precision="tf32")`, PTX): warp
+    `w = t / 32` of the workgroup owns rows `64 (w / 4)` .. `+ 64` and columns `32 (w % 4)`
+    .. `+ 32` of the 128 x 128 tile, 4 x 4 `MmaSync` tiles of 16 x 8 each, and at each
+    staged k-slice (8 wide, one `MmaSync` deep) reads its fragments from the shared tiles
+    with plain loads, at the PTX ISA's positions (`MmaSync`): lane `(g, q) = (l / 4, l % 4)`
+    reads A[m][k] at `a_tile[k * 128 + m]` for m in `g, g + 8` (+ 16 per tile) and k in
+    `q, q + 4`, and B[k][n] at `b_tile[k * 128 + n]` for n = `g` (+ 8 per tile). The 64
+    accumulators of a thread are, as a grid, rows `16 i + g + 8 h` by columns
+    `8 j + 2 q + e` (h, e < 2) of the warp's block: what the epilogue stores."""
+
+    def __init__(self, c: KernelContext, t: Expr, row0: Expr, col0: Expr) -> None:
+        body = c.body
+        self.body = body
+        warp = body.let(ibin("/", t, u32(WARP)), "warp")
+        lane = body.let(ibin("%", t, u32(WARP)), "lane")
+        g = body.let(ibin("/", lane, u32(4)), "g")
+        q = body.let(ibin("%", lane, u32(4)), "q")
+        wm = body.let(ibin("*", ibin("/", warp, u32(WARPS_N)), u32(BLOCK // WARPS_M)), "wm")
+        wn = body.let(ibin("*", ibin("%", warp, u32(WARPS_N)), u32(BLOCK // WARPS_N)), "wn")
+        # shared offsets of this lane's first A and B elements (k = q), within a buffer
+        self.a_at = body.let(ibin("+", ibin("*", q, u32(BLOCK)), ibin("+", wm, g)), "fa")
+        self.b_at = body.let(ibin("+", ibin("*", q, u32(BLOCK)), ibin("+", wn, g)), "fb")
+        row = ibin("+", row0, ibin("+", wm, g))
+        col = ibin("+", col0, ibin("+", wn, ibin("*", q, u32(2))))
+        self.rows = [
+            body.let(ibin("+", row, u32(MMA_M * i + 8 * h)), "row")
+            for i in range(FRAG_M)
+            for h in range(2)
+        ]
+        self.cols = [
+            body.let(ibin("+", col, u32(MMA_N * j + e)), "col")
+            for j in range(FRAG_N)
+            for e in range(2)
+        ]
+
+    def zeros(self) -> list[list[Var]]:
+        """A thread's accumulators of one product, zero: grid [2 i + h][2 j + e] is
+        fragment (i, j)'s c[2 h + e]."""
+        return [
+            [self.body.var(lw.const(0, "f32"), "acc") for _ in range(2 * FRAG_N)]
+            for _ in range(2 * FRAG_M)
+        ]
+
+    def slice(self, cur: Expr, accs: list[list[Var]]) -> None:
+        """The `MmaSync`s of the k-slice in the shared buffer at offset `cur`, into `accs`."""
+        body = self.body
+        a_at = body.let(ibin("+", cur, self.a_at), "ra")
+        b_at = body.let(ibin("+", cur, self.b_at), "rb")
+        k4 = 4 * BLOCK  # k + 4, in the k-major tiles
+
+        def load(tile: str, at: Expr, offset: int) -> Expr:
+            return body.let(Load(tile, ibin("+", at, u32(offset)), "f32"), tile.strip("$_")[0])
+
+        a_frags = [
+            tuple(load("$a_tile", a_at, MMA_M * i + off) for off in (0, 8, k4, k4 + 8))
+            for i in range(FRAG_M)
+        ]
+        b_frags = [
+            tuple(load("$b_tile", b_at, MMA_N * j + off) for off in (0, k4)) for j in range(FRAG_N)
+        ]
+        for i, a in enumerate(a_frags):
+            for j, b in enumerate(b_frags):
+                acc = tuple(accs[2 * i + h][2 * j + e] for h in range(2) for e in range(2))
+                body.emit(MmaSync(acc, a, b))

@@ -1,0 +1,272 @@
+"""Passes that fuse products with what reads them: attention, a softmax of scores, and two
+products of one left operand."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import networkx as nx
+
+from mimir.codegen import sizes as sz
+from mimir.codegen.schedule.layout import softmax_input
+from mimir.codegen.schedule.plan import (
+    Attention,
+    BufferSpec,
+    Matmul,
+    Narrow,
+    Plan,
+    ScoresSoftmax,
+    Softmax,
+)
+from mimir.codegen.schedule.roots import FUSIBLE, op_kind, read_by
+from mimir.codegen.schedule.state import State
+from mimir.codegen.tensors import Evaluator
+from mimir.dims import Dim
+from mimir.dtypes import float32
+
+# `softmax(q @ k.T) @ v` is one `attention` launch when v is proven at most this many
+# columns wide (`fuse_attention`): a workgroup holds up to 128 of them (4 x 8 outputs a
+# thread), so the scores of a block of rows are computed once
+ATTENTION_COLUMNS = 128
+
+
+# `softmax(q @ k.T)` returned is one `scores_softmax` launch when the product contracts
+# over at most this many (proven) values (`fuse_scores_softmax`): it computes the scores twice
+# to save their round trip through memory (8 bytes an element). Measured in PTX executed
+# per element (benchmarks/kernel_static.py, T = 256), against a matmul and a softmax: K =
+# 16: 93 against 132; 32: 141 against 152; 48: 189 against 171; 64: 243 against 193. Up
+# to 32 the one launch issues fewer instructions as well as a third of the bytes; beyond,
+# an H200 (about 7 instructions per byte of bandwidth) is bound by issuing them.
+SCORES_CONTRACTION = 32
+
+
+def _fuse_attention(
+    ev: Evaluator,
+    g: nx.DiGraph,
+    plans: list[Plan],
+    node_buffers: dict[int, str],
+    buffers: list[BufferSpec],
+    declared: dict[str, Dim],
+) -> None:
+    """`softmax(f(a @ b)) @ v` over the last axis, float32 (attention: a = q, b = k.T, f a
+    scale and a causal mask), as one `attention` launch (`kernels.attention`) instead of
+    a matmul, a softmax and a matmul: the scores `a @ b` and their softmax are never
+    stored, each block of keys' scores is computed, exponentiated and multiplied by v's
+    rows in registers and workgroup memory (the online softmax of flash attention). Only
+    when the scores' epilogue and the softmax are each read by the next step alone (no
+    output, no other launch), the softmax has no epilogue, both products have the same
+    batch axes, and v is proven at most `ATTENTION_COLUMNS` wide (a literal, or a dim's
+    `max`: the head dims of FlashAttention's and Triton's kernels are compile-time
+    constants too): a workgroup owns all of them (up to 128: 4 x 8 outputs a thread) and
+    computes its rows' scores once; a wider v would need a workgroup per 128 columns,
+    each computing the scores again, or more registers than a thread has."""
+    scratch = {b.name for b in buffers if b.role == "scratch"}
+    by_node = {p.node: p for p in plans}
+    products = (Matmul, Narrow)  # (v, or b, a parameter of at most 16 columns)
+    for second in list(plans):
+        if not isinstance(second, products) or not _product_alone(second):
+            continue
+        soft = ev.resolve(ev.node(second.root)["inputs"][0])
+        middle = by_node.get(soft)
+        if not isinstance(middle, Softmax) or middle.root != soft:
+            continue
+        if ev.node(soft)["spec"].name != "softmax":
+            continue
+        found = _scores_under(ev, g, by_node, soft, scratch, products)
+        if found is None or not set(middle.writes) <= scratch:
+            continue
+        first, x = found
+        if not read_by(ev, g, soft, second.root):
+            continue
+        operands = [*ev.node(first.root)["inputs"][:2], ev.node(second.root)["inputs"][1]]
+        values = [*operands, first.root, x, soft, second.root]
+        if any(ev.dtype(ev.resolve(n)) != float32 for n in values):
+            continue
+        batch = [sz.key(s) for s in ev.shape(first.root)[:-2]]
+        if [sz.key(s) for s in ev.shape(second.root)[:-2]] != batch:
+            continue
+        width = sz.upper_bound(ev.shape(second.root)[-1], declared)
+        if width is None or width > ATTENTION_COLUMNS:
+            continue
+        unused = set(first.writes + middle.writes)
+        buffers[:] = [b for b in buffers if b.name not in unused]
+        node_buffers.pop(x, None)
+        node_buffers.pop(soft, None)
+        fused = Attention(second.node, second.writes, second.root, scores=first.root, softmax=soft)
+        plans[plans.index(second)] = by_node[second.node] = fused
+        plans.remove(first)
+        plans.remove(middle)
+
+
+def _pair_products(
+    ev: Evaluator,
+    g: nx.DiGraph,
+    plans: list[Plan],
+    node_buffers: dict[int, str],
+    buffers: list[BufferSpec],
+) -> None:
+    """Two tiled products of one left operand, `a @ b1` stored only for the epilogue of a
+    later `a @ b2` to read at the positions it writes (SwiGLU: `silu(x @ w_gate) * (x @
+    w_up)`), as one launch: each workgroup computes both products of its tile, one after
+    the other through the same workgroup memory, and the epilogue reads the first from
+    registers (`kernels.matmul`). The first product is never stored or read back, and
+    there is one launch fewer. Only when both products have the same shapes and dtype,
+    neither the first nor its own epilogue (`gelu(x @ w_gate)`, then computed where it is
+    read) is an output, and every op between the first and the second's epilogue is
+    element-wise on that shape and read by nothing else (so the epilogue reads the first
+    product at its own position); not for a second product that reads the first."""
+    scratch = {b.name for b in buffers if b.role == "scratch"}
+    for first in list(plans):
+        if not isinstance(first, Matmul) or first.paired is not None:
+            continue
+        if not first.writes or not set(first.writes) <= scratch:
+            continue
+        p = first.root
+        second = _pairing(ev, g, plans[plans.index(first) + 1 :], p)
+        if second is None:
+            continue
+        unused = set(first.writes)
+        buffers[:] = [b for b in buffers if b.name not in unused]
+        node_buffers.pop(first.node, None)  # its epilogue, computed where it is read
+        second.paired = p
+        plans.remove(first)
+
+
+def _pairing(ev: Evaluator, g: nx.DiGraph, later: list[Plan], p: int) -> Matmul | None:
+    """The later `matmul` launch whose epilogue alone reads product `p`, as
+    `pair_products` requires, or None."""
+    key = [sz.key(s) for s in ev.shape(p)]
+    left, right = (ev.resolve(n) for n in ev.node(p)["inputs"][:2])
+    for second in later:
+        if not isinstance(second, Matmul) or second.paired is not None:
+            continue
+        q, t = second.root, second.node
+        if q == p or p in nx.ancestors(g, q) or p not in nx.ancestors(g, t):
+            continue
+        q_left, q_right = (ev.resolve(n) for n in ev.node(q)["inputs"][:2])
+        if q_left != left or [sz.key(s) for s in ev.shape(q)] != key:
+            continue
+        if [sz.key(s) for s in ev.shape(q_right)] != [sz.key(s) for s in ev.shape(right)]:
+            continue
+        if len({ev.dtype(n) for n in (p, q, left, right, q_right)}) != 1:
+            continue
+        if _private_elementwise(ev, g, p, t, key):
+            return second
+    return None
+
+
+def _private_elementwise(ev: Evaluator, g: nx.DiGraph, p: int, t: int, key: list) -> bool:
+    """Whether product `p` and every op on a path from it to `t` are read only by such
+    ops or by `t`, and each op (and `t`) is element-wise of shape `key`, so each reads its
+    operands at the position it is computed."""
+    between = nx.descendants(g, p) & nx.ancestors(g, t)
+    for n in between | {p}:
+        if any(u not in between and u != t for u in g.successors(n)):
+            return False
+    for n in between | {t}:
+        if op_kind(ev.kg, n) not in FUSIBLE or [sz.key(s) for s in ev.shape(n)] != key:
+            return False
+    return True
+
+
+def _scores_under(
+    ev: Evaluator,
+    g: nx.DiGraph,
+    by_node: dict[int, Plan],
+    soft: int,
+    scratch: set[str],
+    products: tuple[type[Matmul] | type[Narrow], ...],
+) -> tuple[Matmul | Narrow, int] | None:
+    """The launch of a product (of a kind in `products`) whose epilogue x the softmax
+    `soft` reads over its last axis, and x: when that launch computes the product alone
+    (no other result, no folds or softmax of a `narrow` launch's own) into scratch, and
+    only the softmax reads x, at the product's own positions (no reshape). The scores of
+    `fuse_attention` and `fuse_scores_softmax`, which compute them inside their own launch."""
+
+    x, axis = softmax_input(ev, soft)
+    x = ev.resolve(x)
+    first = by_node.get(x)
+    if not isinstance(first, products) or not _product_alone(first):
+        return None  # (a `narrow` launch that writes more than the scores)
+    if axis != len(ev.shape(x)) - 1 or not set(first.writes) <= scratch:
+        return None
+    if [sz.key(s) for s in ev.shape(x)] != [sz.key(s) for s in ev.shape(first.root)]:
+        return None
+    if not read_by(ev, g, x, soft):
+        return None
+    return first, x
+
+
+def _fuse_scores_softmax(
+    ev: Evaluator,
+    g: nx.DiGraph,
+    plans: list[Plan],
+    node_buffers: dict[int, str],
+    buffers: list[BufferSpec],
+    declared: dict[str, Dim],
+) -> None:
+    """A float32 softmax or log-softmax over the last axis of a tiled product's epilogue
+    (`softmax(q @ k.T * scale)`, attention's probabilities), which is a launch's result
+    (an output, or read by later launches), as one `scores_softmax` launch
+    (`kernels.attention.build_scores_softmax`) instead of a matmul and a softmax: a
+    workgroup owns a block of rows and computes their scores twice, once for each row's
+    max and sum (online) and
+    once for the values it stores, so the scores are never stored. Only when the epilogue
+    is read by the softmax alone, the softmax's own launch writes nothing else, no
+    `InOut` buffer is written, and the product contracts over at most
+    `SCORES_CONTRACTION` proven values (a literal or a dim's `max`), where computing the
+    scores again costs less than their round trip through memory."""
+    scratch = {b.name for b in buffers if b.role == "scratch"}
+    in_place = {b.name for b in buffers if b.role == "inout"}
+    by_node = {p.node: p for p in plans}
+    for middle in list(plans):
+        if not isinstance(middle, Softmax):
+            continue
+        soft = middle.root
+        if ev.node(soft)["spec"].name not in ("softmax", "log_softmax"):
+            continue
+        if set(middle.writes) & in_place:
+            continue
+        found = _scores_under(ev, g, by_node, soft, scratch, (Matmul,))
+        if found is None:
+            continue
+        first, x = found
+        operands = ev.node(first.root)["inputs"][:2]
+        if any(ev.dtype(ev.resolve(n)) != float32 for n in [*operands, first.root, x, soft]):
+            continue
+        contraction = sz.upper_bound(ev.shape(ev.resolve(operands[0]))[-1], declared)
+        if contraction is None or contraction > SCORES_CONTRACTION:
+            continue
+        unused = set(first.writes)
+        buffers[:] = [b for b in buffers if b.name not in unused]
+        node_buffers.pop(x, None)
+        fused = ScoresSoftmax(middle.node, middle.writes, middle.root, scores=first.root)
+        plans[plans.index(middle)] = by_node[middle.node] = fused
+        plans.remove(first)
+
+
+def _product_alone(plan: Matmul | Narrow) -> bool:
+    """Whether a product's launch computes the product alone: no other result, and no
+    folds or softmax of a `narrow` launch's own."""
+    return isinstance(plan, Matmul) or not (plan.also or plan.folds or plan.softmax is not None)
+
+
+def fuse_attention(st: State) -> State:
+    """The pass of `_fuse_attention`: `softmax(f(q @ k.T)) @ v` as one launch."""
+    plans, node_buffers, buffers = list(st.plans), dict(st.node_buffers), list(st.buffers)
+    _fuse_attention(st.ev, st.g, plans, node_buffers, buffers, st.declared)
+    return replace(st, plans=plans, node_buffers=node_buffers, buffers=buffers)
+
+
+def fuse_scores_softmax(st: State) -> State:
+    """The pass of `_fuse_scores_softmax`: `softmax(f(q @ k.T))` as one launch."""
+    plans, node_buffers, buffers = list(st.plans), dict(st.node_buffers), list(st.buffers)
+    _fuse_scores_softmax(st.ev, st.g, plans, node_buffers, buffers, st.declared)
+    return replace(st, plans=plans, node_buffers=node_buffers, buffers=buffers)
+
+
+def pair_products(st: State) -> State:
+    """The pass of `_pair_products`: two products of one left operand in one tile."""
+    plans, node_buffers, buffers = list(st.plans), dict(st.node_buffers), list(st.buffers)
+    _pair_products(st.ev, st.g, plans, node_buffers, buffers)
+    return replace(st, plans=plans, node_buffers=node_buffers, buffers=buffers)

@@ -1,0 +1,122 @@
+"""What no schedule may hold: sizes past 32-bit indices, bfloat16 stored, and the dims."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mimir.codegen import sizes as sz
+from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, CANNOT_SCHEDULE, RefusalError
+from mimir.codegen.schedule.plan import BufferSpec, Schedule
+from mimir.codegen.schedule.state import State
+from mimir.codegen.tensors import Evaluator
+from mimir.dims import Dim, Size
+from mimir.dtypes import bfloat16
+from mimir.parse.module import TensorAnnotation
+
+
+def refuse_bfloat16(ev: Evaluator, writes: dict[int, list[str]]) -> None:
+    """A kernel reads bfloat16 (two to a u32 word) but never writes it: two threads would
+    share each word. Refused loudly at the first value that would be stored."""
+    for n in sorted(writes):
+        if ev.dtype(n) == bfloat16:
+            node = ev.node(n)
+            raise RefusalError(
+                BACKEND_CANNOT_EMIT,
+                f"`{node['text']}` is bfloat16 and would be stored, which no backend (msl, "
+                "wgsl, ptx, spirv) emits yet (bfloat16 is read two to a 32-bit word); "
+                "store float32: end with `.astype(float32)`",
+                node["span"],
+            )
+
+
+def refuse_oversized(
+    dims: list[Dim], buffers: list[BufferSpec], span: Any, grid: Size | None = None
+) -> None:
+    """Refuse a kernel when a size it puts in a `u32` can exceed 2**32 - 1.
+
+    Each dim is a `u32` uniform field; element counts, axis sizes and the grid are
+    32-bit index arithmetic. A size is refused when some admissible binding (the dims'
+    `min` and `max`) overflows; with an unbounded dim the runtime checks at launch.
+    """
+    by_name = {d.name: d for d in dims}
+    for d in dims:
+        value = sz.u32_overflow(d, by_name)
+        if value is not None:
+            raise RefusalError(
+                CANNOT_SCHEDULE,
+                f"dim `{d.name}` can be {value}, more than its u32 uniform field holds "
+                "(at most 2**32 - 1); declare a smaller `max`",
+                span,
+            )
+    for b in buffers:
+        total = sz.product(list(b.shape))
+        for size in (total, *b.shape):
+            value = sz.u32_overflow(size, by_name)
+            if value is None:
+                continue
+            shown = "" if isinstance(size, int) else f"{sz.manifest_text(size)} = "
+            what = "elements" if size is total else "on one axis"
+            raise RefusalError(
+                CANNOT_SCHEDULE,
+                f"`{b.name}` can have {shown}{value} {what}; indices are 32-bit, so at most "
+                "2**32 - 1",
+                span,
+            )
+    if grid is not None and (value := sz.u32_overflow(grid, by_name)) is not None:
+        raise RefusalError(
+            CANNOT_SCHEDULE,
+            f"the grid can have {value} program ids; they are 32-bit, so at most 2**32 - 1",
+            span,
+        )
+
+
+def kernel_dims(kernel: Any) -> list[Dim]:
+    """The dims the parameters bind, in order of first appearance, with their constraints."""
+    declared = kernel.info.dims
+    found: list[Dim] = []
+    for _, ann, _ in kernel.graph.params:
+        if not isinstance(ann, TensorAnnotation):
+            continue
+        for d in ann.dims:
+            if isinstance(d, int):
+                continue
+            for dim in d.dims():
+                if dim not in found:
+                    found.append(declared[dim.name].dim if dim.name in declared else dim)
+    return found
+
+
+def refuse_bfloat16_stores(st: State) -> State:
+    """The pass of `refuse_bfloat16` over the values the launches store."""
+    refuse_bfloat16(st.ev, st.writes)
+    return st
+
+
+def finish(st: State) -> Schedule:
+    """The schedule the passes leave: its dims and uniform fields, each size proven to fit
+    a 32-bit index (`refuse_oversized`)."""
+    kg = st.kg
+    dims = kernel_dims(st.kernel)
+    for name, _ in st.scalar_params:
+        if any(d.name == name for d in dims):
+            raise RefusalError(
+                CANNOT_SCHEDULE,
+                f"the parameter `{name}` has the name of a dim, and both would be uniform "
+                f"field `{name}`; rename the parameter",
+                kg.kernel.span,
+            )
+    refuse_oversized(dims, st.buffers, kg.kernel.span)
+    fields = [(d.name, "u32") for d in dims] + st.scalar_params
+    kept = {b.name for b in st.buffers}
+    tagged = {name: n for name, n in st.tagged_sizes.items() if name in kept}
+    return Schedule(
+        kg.name,
+        dims,
+        fields,
+        st.buffers,
+        st.plans,
+        st.node_buffers,
+        st.kernel,
+        st.target.vector_views,
+        tagged,
+    )
