@@ -48,9 +48,10 @@ def fingerprint(v: Any, depth: int = 0) -> Any:
         return "?"
     if isinstance(v, TensorV):
         # of unknown rank, a tensor's sizes are read off its origin as the callee goes (free
-        # sizes of their own): a summary made for one origin says nothing of another's
+        # sizes of their own): a summary made for one origin says nothing of another's (not
+        # last: a part whose last item is None has no key, see `HostChecker._summary_key`)
         origin = v.origin if v.shape is None else None
-        return ("T", _sizes(v.shape), v.dtype, v.lib, _sizes(v.tail), origin)
+        return ("T", origin, _sizes(v.shape), v.dtype, v.lib, _sizes(v.tail))
     if isinstance(v, IntV):
         return ("I", None if v.sym is None else v.sym.term.get_id(), v.loose)
     if isinstance(v, BoolV):
