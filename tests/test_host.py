@@ -150,7 +150,9 @@ def test_hover_shapes_are_recorded() -> None:
     assert _host(src).shapes == {(2, 1): "[4, 3]", (3, 1): "[1, 4, 3]"}
 
 
-@pytest.mark.parametrize("name", ["torch_layers.py", "torch_table_reach.py", "stated_inputs.py"])
+@pytest.mark.parametrize(
+    "name", ["torch_layers.py", "torch_table_reach.py", "stated_inputs.py", "model_idioms.py"]
+)
 def test_torch_layer_fixture_agrees_with_pytorch(name: str) -> None:
     """Each `case_*` of the fixture raises under CPU PyTorch exactly at its error marker,
     and warns (a UserWarning from PyTorch) exactly at its warning marker."""

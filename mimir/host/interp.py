@@ -661,6 +661,11 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             if left.sym is not None and right.sym is not None:
                 term = pyops.relation(op, left.sym.term, right.sym.term)
                 return BoolV(None, term, left.loose or right.loose)
+        numbers = [_number(v) for v in (left, right)]
+        if None not in numbers and (isinstance(left, FloatV) or isinstance(right, FloatV)):
+            a, b = numbers  # `new_v < 0.9 * v` of torchvision's `_make_divisible`
+            truth = _ORDER[type(op)](a, b) if type(op) in _ORDER else None
+            return BoolV(truth, None if truth is None else z3.BoolVal(truth))
         if (
             isinstance(left, TupleV)
             and isinstance(right, TupleV)
@@ -1037,3 +1042,22 @@ def _status(t: TensorV) -> int:
     if t.shape is not None and None not in t.shape:
         return KNOWN
     return PARTIAL if t.shape is not None or t.tail else UNKNOWN_SHAPE
+
+
+_ORDER = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+}
+
+
+def _number(v: Any) -> float | None:
+    """The value of a float computed from literals, or of a literal int no caller changes."""
+    if isinstance(v, FloatV):
+        return v.value
+    if isinstance(v, IntV) and not v.loose:
+        return literal(v.sym)
+    return None

@@ -28,7 +28,8 @@ from mimir.host.values import (
 )
 
 BUILD_LAYER = "<build layer>"  # `super().__init__(...)` of a class over a `torch.nn` layer
-ITEMS = "<items>"  # the dict a subclass of `dict` was built from
+ITEMS = "<items>"
+SEQ = "Sequential"  # the dict a subclass of `dict` was built from
 
 
 class Objects:
@@ -80,8 +81,9 @@ class Objects:
         with self.at_home(self.home_of(cls)):  # its bases are named in its module
             for base in cls.bases:
                 name = self.qualname(base)
-                if name and name.startswith("torch.nn.") and name.rsplit(".", 1)[-1] in nn.PARAMS:
-                    return name.rsplit(".", 1)[-1]
+                short = (name or "").rsplit(".", 1)[-1]
+                if name and name.startswith("torch.nn.") and (short in nn.PARAMS or short == SEQ):
+                    return short
                 if isinstance(base, ast.Name) and isinstance(self.global_value(base.id), ClassV):
                     if seen < 8:
                         found = self._layer_base(self.globals[base.id].node, seen + 1)
@@ -91,6 +93,11 @@ class Objects:
 
     def build_layer(self, obj: ObjectV, kind: str, args: list | None, kwargs: dict) -> None:
         """`obj`'s `torch.nn` base built from `args` (free sizes when no call says)."""
+        if kind == SEQ:  # `class ConvNormActivation(nn.Sequential)`: the layers it was given
+            if args is not None:
+                layer = self.library("torch.nn.Sequential", list(args), dict(kwargs), None)
+                obj.layer = layer if isinstance(layer, LayerV) else None
+            return
         if args is None:
             args = [IntV(self.free_size(p)) for p in nn.PARAMS[kind] if p in nn.SIZES]
             kwargs = {}
