@@ -684,6 +684,13 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             and isinstance(op, (ast.Eq, ast.NotEq))
         ):
             return BoolV((left.value == right.value) == isinstance(op, ast.Eq))
+        if (  # `v == "M"` of an int of a config list: never equal
+            isinstance(op, (ast.Eq, ast.NotEq))
+            and {type(left), type(right)} in ({StrV, IntV}, {StrV, FloatV})
+            and not any(isinstance(v, IntV) and v.loose for v in (left, right))
+        ):
+            truth = isinstance(op, ast.NotEq)
+            return BoolV(truth, z3.BoolVal(truth))
         return BoolV(None)
 
     def _raw(self, node: ast.expr, env: dict) -> Any:

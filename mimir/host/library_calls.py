@@ -74,6 +74,8 @@ class Library:
             return UNKNOWN
         if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
             return args[0] if args and isinstance(args[0], TensorV) else UNKNOWN
+        if name == "typing.cast" and len(args) == 2:
+            return args[1]  # `cast(int, v)`: the value, as it is
         if name in ("functools.partial",) and args:
             return PartialV(args[0], tuple(args[1:]), tuple(kwargs.items()))
         if name.startswith("math."):

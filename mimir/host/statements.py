@@ -163,7 +163,7 @@ class Statements:
                     env[local] = DTypeV(DTYPE_NAMES[alias.name])
                 else:
                     env[local] = ApiV(full)
-            elif module.split(".")[0] in LIBRARIES:
+            elif module.split(".")[0] in LIBRARIES or full == "typing.cast":
                 env[local] = self._api(full)
             elif alias.name != "*":
                 env[local] = self.imported_name(stmt, alias.name)  # another module's, run
