@@ -297,7 +297,7 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             finally:
                 self.quiet -= opaque
         if isinstance(node, ast.JoinedStr):
-            return StrV("")
+            return self._fstring(node, env)
         if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
             return self.comprehension(node, env)
         if isinstance(node, ast.Dict):
@@ -422,6 +422,7 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             "str",
             "hasattr",
             "getattr",
+            "setattr",
             "map",
             "dict",
             "all",
@@ -625,6 +626,29 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
         if isinstance(a, TupleV) and isinstance(b, TupleV) and isinstance(op, ast.Add):
             return TupleV(a.items + b.items, a.is_list)
         return UNKNOWN
+
+    def _fstring(self, node: ast.JoinedStr, env: dict) -> StrV:
+        """`f"stage{i}"` of a literal `i`: its text (`StrV("")`, any string, otherwise)."""
+        parts = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                parts.append(str(part.value))
+                continue
+            if not (
+                isinstance(part, ast.FormattedValue)
+                and part.conversion == -1
+                and part.format_spec is None
+                and isinstance(part.value, ast.Name)
+            ):
+                return StrV("")
+            v = self.lookup(part.value.id, env)
+            if isinstance(v, StrV):
+                parts.append(v.value)
+            elif isinstance(v, IntV) and not v.loose and literal(v.sym) is not None:
+                parts.append(str(literal(v.sym)))
+            else:
+                return StrV("")
+        return StrV("".join(parts))
 
     def compare(self, node: ast.Compare, env: dict) -> Any:
         left = self.expr(node.left, env)
@@ -955,8 +979,10 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             env[p.arg] = value
         if standalone:
             self.last_params = dict(env)
-        if fn.args.vararg is not None:
-            env[fn.args.vararg.arg] = UNKNOWN
+        if fn.args.vararg is not None:  # `*args`: the positional arguments no parameter takes
+            rest = positional[len(params) :]
+            known = args is not None and not any(isinstance(a, SpreadV) for a in rest)
+            env[fn.args.vararg.arg] = TupleV(tuple(rest)) if known else UNKNOWN
         if fn.args.kwarg is not None:
             # a call's keywords are all known here: those no parameter takes are `**kwargs`
             named = {p.arg for p in [*params, *fn.args.kwonlyargs]}

@@ -136,6 +136,10 @@ class PyBuiltins:
             if value is UNKNOWN and len(args) > 2:
                 return UNKNOWN
             return value
+        if name == "setattr" and len(args) == 3 and isinstance(args[0], ObjectV):
+            if isinstance(args[1], StrV) and args[1].value:  # `setattr(self, f"stage{i}", ...)`
+                args[0].attrs[args[1].value] = args[2]
+            return NoneV()
         if name == "print":
             return NoneV()
         return UNKNOWN

@@ -124,6 +124,8 @@ def summarisable(fn: ast.FunctionDef) -> bool:
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
             if n.func.attr in _MUTATING:
                 return False
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr":
+            return False
         if isinstance(n, (ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom)):
             return False
     return True
