@@ -26,6 +26,7 @@ from mimir.host.values import (
     TupleV,
     const,
     eq,
+    literal,
     product,
     show,
     show_shape,
@@ -54,6 +55,7 @@ _ELEMENTWISE_1 = {
     "detach",
     "clone",
     "contiguous",
+    "roll",
     "clamp",
     "clip",
     "requires_grad_",
@@ -363,6 +365,7 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
         "cos",
         "detach",
         "clone",
+        "roll",
         "narrow",
         "unflatten",
         "movedim",
@@ -471,6 +474,11 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
         if (args and isinstance(args[0], DTypeV)) or (name == "view" and t.lib == "numpy"):
             return UNKNOWN  # numpy's view takes a dtype or a type, never a shape
         new = tt.sizes_arg(args) if args else tt.sizes_arg([kwargs.get("shape", UNKNOWN)])
+        several = len(args) >= 2 and all(isinstance(a, IntV) or a is UNKNOWN for a in args)
+        if new is None and several:
+            # `view(B, H // ws[0], ws[0], ...)`: several ints, some unknown: the rank is theirs
+            sizes = [a.sym if isinstance(a, IntV) and literal(a.sym) != -1 else None for a in args]
+            return TensorV(tuple(sizes), t.dtype, t.lib)
         return tt.reshape(cx, t, new, name)
     if name in ("view_as", "reshape_as", "expand_as"):
         other = tt.tensor(args[0] if args else None)
