@@ -24,6 +24,7 @@ from mimir.host.flow import aliases
 from mimir.host.values import UNKNOWN
 from mimir.parse.module import ModuleInfo, read_module
 from mimir.parse.spans import SourceFile
+from mimir.project.index import parsed_once
 from mimir.project.resolve import resolve_module
 
 MAX_DEPTH = 2  # an imported module and what it imports are read; one level more is not
@@ -196,11 +197,12 @@ def _parse(path: Path) -> tuple[str, ast.Module] | None:
         if key not in _TREES:
             if len(_TREES) > 256:
                 _TREES.clear()
-            text = path.read_text(encoding="utf-8")
+            text = path.read_bytes().decode("utf-8").removeprefix("\ufeff")
             if text.count("\n") > MAX_LINES:
                 _TREES[key] = None
-            else:
-                _TREES[key] = (text, ast.parse(text, filename=str(path)))
+            else:  # the tree the project's import reader parsed, if it did (only read here)
+                tree = parsed_once(str(path.resolve()), text)
+                _TREES[key] = None if tree is None else (text, tree)
         return _TREES[key]
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 from collections import deque
 from dataclasses import fields
 from pathlib import Path
@@ -76,7 +77,7 @@ class Project:
         path = path.resolve()
         if path not in self._trees:
             text = self.text(path)
-            shared = None if text is None else _parsed(str(path), text)
+            shared = None if text is None else parsed_once(str(path), text)
             if shared is not None and self._rewritten(path, shared):
                 shared = ast.parse(text or "", filename=str(path))  # its own, to rewrite
             self._trees[path] = shared
@@ -331,8 +332,15 @@ class _Importer:
         `bring` binds an imported name, so annotations, kernels and host code read it
         as they read `from pkg.dims import N`.
         """
+        # what the text reads of `prefix` first (a superset, found without walking the
+        # tree): a module none of whose names the importer can read is done with at once
+        written = _attributes_written(self.info.source.content, prefix)
+        exports = self.project.exports(path, written)
+        if exports is None or written.isdisjoint(exports.module_names):
+            return
         used = _attributes_of(self.info.tree, prefix)
-        exports = self.project.exports(path, used)
+        if used != written:
+            exports = self.project.exports(path, used)
         if exports is None or used.isdisjoint(exports.module_names):
             return
         for parent, name, index, node in _attribute_sites(self.info.tree).get(prefix, ()):
@@ -408,6 +416,18 @@ def _all_of(info: ModuleInfo) -> list[str] | None:
 
 def _binding_span(info: ModuleInfo, name: str) -> Span | None:
     """Where `name` is bound at the top of the module (its def or assignment target)."""
+    bound = getattr(info.tree, "_mimir_bound", None)
+    if bound is None:  # once per tree: each statement's top-level names
+        bound = set()
+        for stmt in info.tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(stmt.name)
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                bound |= {t.id for t in targets if isinstance(t, ast.Name)}
+        info.tree._mimir_bound = bound  # type: ignore[attr-defined]
+    if name not in bound:
+        return None
     for stmt in info.tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if stmt.name == name:
@@ -481,6 +501,12 @@ def _attribute_sites(tree: ast.Module) -> dict[str, list[_Site]]:
     return table
 
 
+def _attributes_written(text: str, prefix: str) -> frozenset[str]:
+    """Each `N` the text has after `prefix.` (in code, comments or strings alike)."""
+    pattern = r"(?<![\w.])" + r"\s*\.\s*".join(map(re.escape, prefix.split("."))) + r"\s*\.\s*(\w+)"
+    return frozenset(re.findall(pattern, text))
+
+
 def _attributes_of(tree: ast.Module, prefix: str) -> frozenset[str]:
     """The attributes `tree` reads of the dotted name `prefix` (`d.N` of `import pkg.dims as
     d`)."""
@@ -524,7 +550,7 @@ def _chosen(tree: ast.Module, wanted: frozenset[str]) -> frozenset[int] | None:
 _PARSED: dict[tuple[str, str], ast.Module | None] = {}  # (path, text) -> tree, for this process
 
 
-def _parsed(path: str, text: str) -> ast.Module | None:
+def parsed_once(path: str, text: str) -> ast.Module | None:
     """A module's tree, parsed once per process for each text it has: every module of a
     package that imports its `__init__` walks the whole package, and parsing is most of
     that walk. A shared tree is only read (`Project.tree` gives a module whose reading
