@@ -173,6 +173,8 @@ class Symbolic:
         names = variables(cond)
         if z3.is_false(cond):
             raise RefutedError(code, message, labels=self.stated, why=NEVER)
+        if self._bounded(cond):
+            return  # `1 <= (h + 2 - 3)//2 + 1` of a size at least 1: its bounds say so
         if names & self.free:
             if self._plainly_satisfiable(cond):
                 self._assume(cond)
@@ -272,6 +274,48 @@ class Symbolic:
             declared = getattr(self.prover, "_declared", {}).get(name)
             return declared is not None and declared.low >= 1
         return False
+
+    def _bounded(self, cond: Any) -> bool:
+        """`k <= t` (or `t >= k`) where the least value of `t` by the lower bounds of its
+        free sizes is at least `k` (no query: a conv's output size after fifty layers)."""
+        if not (z3.is_le(cond) or z3.is_ge(cond)):
+            return False
+        lo, hi = cond.children() if z3.is_le(cond) else reversed(cond.children())
+        if not z3.is_int_value(lo):
+            return False
+        least = self._least(hi, 0)
+        return least is not None and least >= lo.as_long()
+
+    def _least(self, t: Any, depth: int) -> int | None:
+        """A lower bound of `t` from the free sizes' lower bounds (None: none found)."""
+        if depth > 40:
+            return None
+        if z3.is_int_value(t):
+            return t.as_long()
+        if _is_var(t):
+            return self._low.get(t.decl().name())
+        kids = t.children()
+        if z3.is_add(t):
+            parts = [self._least(k, depth + 1) for k in kids]
+            return None if None in parts else sum(parts)  # type: ignore[arg-type]
+        if z3.is_sub(t) and len(kids) == 2 and z3.is_int_value(kids[1]):
+            a = self._least(kids[0], depth + 1)
+            return None if a is None else a - kids[1].as_long()
+        if z3.is_mul(t):
+            parts = [self._least(k, depth + 1) for k in kids]
+            if None in parts or any(p < 0 for p in parts):  # type: ignore[operator]
+                return None
+            out = 1
+            for p in parts:
+                out *= p  # type: ignore[operator]
+            return out
+        if z3.is_idiv(t) and len(kids) == 2 and z3.is_int_value(kids[1]):
+            a, c = self._least(kids[0], depth + 1), kids[1].as_long()
+            return None if a is None or c <= 0 else a // c
+        if z3.is_app_of(t, z3.Z3_OP_ITE):
+            a, b = self._least(kids[1], depth + 1), self._least(kids[2], depth + 1)
+            return None if a is None or b is None else min(a, b)
+        return None
 
     def _plainly_satisfiable(self, cond: Any) -> bool:
         """`x == t` (or a disjunction with one) for a free `x` nothing constrains yet."""
@@ -389,9 +433,14 @@ def term_size(term: Any, limit: int = 41) -> int:
 
 
 def _size(term: Any, limit: int = 41) -> int:
-    count, todo = 0, [term]
+    """Counted through Z3's C API (the Python wrappers of `children()` cost the most)."""
+    ctx = term.ctx_ref()
+    count, todo = 0, [term.as_ast()]
     while todo and count < limit:
-        t = todo.pop()
+        a = todo.pop()
         count += 1
-        todo.extend(t.children())
+        if z3.Z3_get_ast_kind(ctx, a) == z3.Z3_APP_AST:
+            app = z3.Z3_to_app(ctx, a)
+            n = z3.Z3_get_app_num_args(ctx, app)
+            todo.extend(z3.Z3_get_app_arg(ctx, app, k) for k in range(n))
     return count
