@@ -493,13 +493,18 @@ _VARIABLES: dict[tuple[int, int], tuple[z3.ExprRef, frozenset[str]]] = {}
 
 def _variables(term: z3.ExprRef) -> set[str]:
     """The names of the uninterpreted constants in `term` (a new set: callers add to it)."""
+    return set(variable_names(term))
+
+
+def variable_names(term: z3.ExprRef) -> frozenset[str]:
+    """The names of the uninterpreted constants in `term`, found once per term."""
     key = (id(term.ctx), term.get_id())
     found = _VARIABLES.get(key)
     if found is None:
         if len(_VARIABLES) > 100_000:
             _VARIABLES.clear()
         found = _VARIABLES[key] = (term, frozenset(_walk_variables(term)))
-    return set(found[1])
+    return found[1]
 
 
 def _walk_variables(term: z3.ExprRef) -> set[str]:
