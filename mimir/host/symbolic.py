@@ -36,6 +36,9 @@ SAT_RLIMIT = 20_000
 # Solver queries one file may ask about sizes nobody stated; past them nothing more is
 # assumed or reported (what is plainly true or false is still decided without a query).
 QUERIES = 300
+# Satisfiability queries the solver left undecided (each spends its whole resource limit)
+# after which a file asks no more of them: Swin's window sizes, products of remainders.
+SAT_UNKNOWNS = 16
 BIG_TERM = 80  # nodes of a condition past which it is not sent to the solver
 DEEP = 16  # nodes of a size term (a floor formula, a broadcast) past which it is a size of its own
 
@@ -61,6 +64,7 @@ class Symbolic:
         self._low: dict[str, int] = {}  # free variable -> its lower bound
         self._vars: dict[str, Any] = {}  # free variable name -> its Z3 constant
         self.queries_left = QUERIES
+        self.sat_unknowns = 0
         self.stated = ()
 
     # ------------------------------------------------------------ symbols
@@ -386,8 +390,12 @@ class Symbolic:
         (a bounded count, so a file's verdicts never depend on the machine's speed)."""
         if self.queries_left <= 0 or _size(cond, BIG_TERM + 1) > BIG_TERM:
             return z3.unknown  # a large nonlinear term: costly and rarely decided
+        if self.sat_unknowns >= SAT_UNKNOWNS:
+            return z3.unknown  # the file's sizes are past what the solver decides quickly
         self.queries_left -= 1
-        return self.prover.satisfiable(cond, self._context(cond), SAT_RLIMIT)
+        status = self.prover.satisfiable(cond, self._context(cond), SAT_RLIMIT)
+        self.sat_unknowns += status == z3.unknown
+        return status
 
     def _proven(self, cond: Any) -> bool:
         if self.queries_left <= 0:
