@@ -62,6 +62,11 @@ def literal_call(
     module = _dotted(Path(path).resolve(), root)
     here = os.path.abspath(path)
     mention = re.compile(rf"import[^\n]*\b{re.escape(name)}\b")
+    # a literal call's first argument is a literal, positional or by keyword: a file with
+    # no such call of `name` is not parsed
+    literal = re.compile(
+        rf"\b{re.escape(name)}\(\s*(?:\w+\s*=\s*)?(?:[-+.\d'\"(\[{{]|True\b|False\b|None\b)"
+    )
     parsed = 0
     key = str(root)
     if listed is None or key not in listed:
@@ -72,7 +77,7 @@ def literal_call(
         files = listed[key]
     for k in _calling(files, name):
         other, text = files[k]
-        if other == here or not mention.search(text):
+        if other == here or not mention.search(text) or not literal.search(text):
             continue
         if parsed >= _CANDIDATES:
             break

@@ -73,6 +73,13 @@ class Project:
             self._texts[path] = text
         return self._texts[path]
 
+    def opaque(self, path: Path) -> bool:
+        """A module too large to read for what it may bring (transformers' 6,000-line
+        `modeling_utils`), unless it reads `mimir`: its names are taken on trust, unparsed,
+        as the host checker leaves such a module unrun."""
+        text = self.text(path)
+        return text is not None and text.count("\n") > OPAQUE_LINES and "mimir" not in text
+
     def tree(self, path: Path) -> ast.Module | None:
         path = path.resolve()
         if path not in self._trees:
@@ -293,7 +300,7 @@ class _Importer:
                 if self.reachable(stmt, t) and t.path is not None:
                     self.module_alias(alias.asname or alias.name, t.path)
             return
-        if module.external:
+        if module.external or (module.path is not None and self.project.opaque(module.path)):
             if any(a.name == "*" for a in stmt.names):
                 self.project._opaque.add(self.importer)
             return
@@ -547,6 +554,7 @@ def _chosen(tree: ast.Module, wanted: frozenset[str]) -> frozenset[int] | None:
     return frozenset(chosen)
 
 
+OPAQUE_LINES = 1500  # see `Project.opaque` (the host's `foreign.MAX_LINES`)
 _PARSED: dict[tuple[str, str], ast.Module | None] = {}  # (path, text) -> tree, for this process
 
 
