@@ -257,9 +257,12 @@ class Modular:
             return []
         out: list[tuple[ObjectV, Label, Path]] = []
         kinds: set[frozenset[str]] = set()
+        start = self.steps
         for fn in _builders(self.local_info.tree, cls.name):
             if len(out) >= BUILDERS or self.steps > self.budget:
                 break
+            if out and self.steps - start > BUILDER_STEPS:
+                break  # a network as large as Swin is checked under one configuration
             passed = _classes_passed(fn, self.local_info.tree)
             if passed in kinds:
                 continue  # `resnet34()` passes the block `resnet18()` did: one of them
@@ -333,6 +336,8 @@ class Modular:
         value = self._annotated(annotation, p.arg, in_init)
         if value is UNKNOWN and in_init and p.arg in CONFIG_NAMES and annotation is not None:
             return self.imported_config_instance(p.arg)  # `config: T5Config`, imported
+        if value is UNKNOWN and not in_init and _tensor_in_tuple(annotation):
+            value = TensorV(None)  # transformers' `hidden_states: Optional[tuple[FloatTensor]]`
         if value is UNKNOWN and annotation is None:
             if in_init:
                 if p.arg in CONFIG_NAMES:
@@ -443,7 +448,10 @@ _SPATIAL = {
 _BATCHED = {"BatchNorm2d": 4, "BatchNorm3d": 5}  # these refuse an unbatched input
 
 
-BUILDERS = 1  # configurations a class is checked under, from its builder functions
+# Configurations a class is checked under, from its builder functions: a second one (a
+# ResNet of bottlenecks after one of basic blocks) only where the first cost few steps.
+BUILDERS = 2
+BUILDER_STEPS = 600
 
 
 def _classes_passed(fn: ast.FunctionDef, tree: ast.Module) -> frozenset[str]:
@@ -487,6 +495,18 @@ def _builders(tree: ast.Module, name: str) -> list[ast.FunctionDef]:
         if len(positional) == len(a.defaults) and all(d is not None for d in a.kw_defaults):
             out.append(f)
     return out
+
+
+def _tensor_in_tuple(annotation: ast.expr | None) -> bool:
+    """`tuple[torch.FloatTensor]`: one tensor in a tuple, which the code uses as a tensor
+    (transformers annotates `hidden_states` so; a tuple would fail its first layer)."""
+    if not (isinstance(annotation, ast.Subscript) and isinstance(annotation.slice, ast.expr)):
+        return False
+    head = annotation.value
+    name = head.id if isinstance(head, ast.Name) else getattr(head, "attr", "")
+    inner = annotation.slice
+    leaf = inner.attr if isinstance(inner, ast.Attribute) else getattr(inner, "id", "")
+    return name in ("tuple", "Tuple") and leaf.endswith("Tensor")
 
 
 def _enters_spatially(fn: ast.FunctionDef, name: str, obj: ObjectV) -> bool:
