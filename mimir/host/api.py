@@ -18,6 +18,7 @@ from mimir.host.values import (
     DeviceV,
     DTypeV,
     FloatV,
+    HeadV,
     IntV,
     NoneV,
     ShapeOfV,
@@ -474,6 +475,8 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
         if (args and isinstance(args[0], DTypeV)) or (name == "view" and t.lib == "numpy"):
             return UNKNOWN  # numpy's view takes a dtype or a type, never a shape
         new = tt.sizes_arg(args) if args else tt.sizes_arg([kwargs.get("shape", UNKNOWN)])
+        if len(args) == 1 and isinstance(args[0], HeadV):
+            return _onto_head(cx, t, args[0])
         several = len(args) >= 2 and all(isinstance(a, IntV) or a is UNKNOWN for a in args)
         if new is None and several:
             # `view(B, H // ws[0], ws[0], ...)`: several ints, some unknown: the rank is theirs
@@ -558,3 +561,12 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
 
 
 _ = (BoolV, StrV)
+
+
+def _onto_head(cx: Ctx, t: TensorV, head: HeadV) -> Any:
+    """`x.view(size_out)` with `size_out = x.size()[:-1] + (nf,)`: the leading axes of a
+    tensor of unknown rank, then the sizes given (a -1 among them is a size of its own)."""
+    if not all(isinstance(a, IntV) and a.sym is not None for a in head.after):
+        return TensorV(None, t.dtype, t.lib)
+    tail = tuple(cx.free_size("size") if literal(a.sym) == -1 else a.sym for a in head.after)
+    return TensorV(None, t.dtype, t.lib, tail)

@@ -68,6 +68,7 @@ from mimir.host.values import (
     DTypeV,
     FloatV,
     FuncV,
+    HeadV,
     IntV,
     KernelV,
     LambdaV,
@@ -314,7 +315,7 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
         """`(a, *xs, b)`: the items of `xs` in place; `(*x.shape, h)` of a tensor of
         unknown rank is kept for an unpacking to fix the rank."""
         items: list[Any] = []
-        shape: ShapeOfV | None = None
+        shape: ShapeOfV | HeadV | None = None
         after: list[Any] = []
         known = True
         for e in node.elts:
@@ -324,12 +325,14 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
                 target.append(value)
             elif isinstance(value, TupleV):
                 target.extend(value.items)
-            elif isinstance(value, ShapeOfV) and shape is None:
+            elif isinstance(value, (ShapeOfV, HeadV)) and shape is None:
                 shape = value
             else:
                 known = False
         if not known:
             return UNKNOWN
+        if isinstance(shape, HeadV):  # `(*x.shape[:-1], -1, d)`
+            return HeadV(shape.tensor, shape.drop, (*shape.after, *after)) if not items else UNKNOWN
         if shape is not None:
             return SpreadV(tuple(items), shape, tuple(after))
         return TupleV(tuple(items), isinstance(node, ast.List))
@@ -557,6 +560,8 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
                 return TupleV(tuple(IntV(self.axis_size(t, k, shape.label)) for k in range(lo, 0)))
             if index.start is None and hi is not None and hi >= 0:
                 return TupleV(tuple(IntV(self.axis_size(t, k, shape.label)) for k in range(hi)))
+            if index.start is None and hi is not None and hi < 0:
+                return HeadV(t, -hi)  # `x.shape[:-1]`: all but the last axes
         return UNKNOWN
 
     def index(self, node: ast.expr, env: dict) -> Any:
@@ -625,6 +630,8 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             return pyops.float_op(op, a, b)
         if isinstance(a, TupleV) and isinstance(b, TupleV) and isinstance(op, ast.Add):
             return TupleV(a.items + b.items, a.is_list)
+        if isinstance(a, HeadV) and isinstance(b, TupleV) and isinstance(op, ast.Add):
+            return HeadV(a.tensor, a.drop, a.after + b.items)  # `x.size()[:-1] + (nf,)`
         return UNKNOWN
 
     def _fstring(self, node: ast.JoinedStr, env: dict) -> StrV:

@@ -267,6 +267,16 @@ class SpreadV:
 
 
 @dataclass(frozen=True)
+class HeadV:
+    """`x.shape[:-k]` of a tensor of unknown rank, then the sizes `after` (`x.size()[:-1] +
+    (nf,)`): a shape whose last sizes are known, its rank not."""
+
+    tensor: TensorV
+    drop: int
+    after: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
 class LoaderV:
     """A `DataLoader` (or a dataset): iterating it yields `item`."""
 
