@@ -172,7 +172,7 @@ class Modular:
             return
         found: list[tuple[int, list[tuple[Any, ast.AST]]]] = []
         outer = self.captured
-        for rank in ranks:
+        for rank in sorted(ranks, reverse=True):  # the batched form first: it mostly runs clean
             shape = tuple(self.free_size(f"{name}.shape[{k}]") for k in range(rank))
             self.overrides[id(fn)] = {name: TensorV(shape, value.dtype, value.lib)}
             self.captured = []
@@ -184,8 +184,8 @@ class Modular:
             if not run:
                 return  # it runs clean for some rank its layers take
             found.append((rank, run))
-        rank, run = found[-1]
-        kinds = ", ".join(f"{r}-d" for r, _ in found)
+        rank, run = found[0]  # the batched form's findings
+        kinds = ", ".join(f"{r}-d" for r, _ in sorted(found))
         why = (
             f"the layers of `{cls.name}` take a {kinds} input, and `{fn.name}` fails for "
             f"every such input (shown: {rank}-d)"
