@@ -329,6 +329,17 @@ def test_containers_filled_at_run_time_are_unknown(src: str) -> None:
         "        super().__init__()\n        self.patch = patch\n    def forward(self, x):\n"
         "        if x.ndim == 5:\n            a, b, c = self.patch\n"
         "        else:\n            a, b = self.patch\n        return x\n",
+        # a class over `nn.Sequential` whose layers are added after `super().__init__()`
+        # (timm's ConvNorm, torchvision's _Transition) is no empty sequence
+        "import torch.nn as nn\nclass CN(nn.Sequential):\n    def __init__(self, a, b):\n"
+        "        super().__init__()\n        self.add_module('c', nn.Conv2d(a, b, 1))\n"
+        "class T(nn.Sequential):\n    def __init__(self, a, b):\n        super().__init__()\n"
+        "        self.conv = nn.Conv2d(a, b, 1)\n"
+        "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.s = nn.Conv2d(3, 3, 1)\n        self.a = CN(3, 8)\n        self.b = T(3, 8)\n"
+        "        self.n = nn.Linear(8, 4)\n"
+        "    def forward(self, x):\n        x = self.s(x)\n"
+        "        return self.n(self.a(x).mean((2, 3))) + self.n(self.b(x).mean((2, 3)))\n",
     ],
 )
 def test_found_in_the_wild_without_alarm(src: str) -> None:

@@ -94,7 +94,7 @@ class Objects:
     def build_layer(self, obj: ObjectV, kind: str, args: list | None, kwargs: dict) -> None:
         """`obj`'s `torch.nn` base built from `args` (free sizes when no call says)."""
         if kind == SEQ:  # `class ConvNormActivation(nn.Sequential)`: the layers it was given
-            if args is not None:
+            if args:  # none: its layers are added later (`add_module`), not read
                 layer = self.library("torch.nn.Sequential", list(args), dict(kwargs), None)
                 obj.layer = layer if isinstance(layer, LayerV) else None
             return
@@ -115,6 +115,9 @@ class Objects:
         init = self._method(cls.node, "__init__")
         if init is not None:
             self.call_function(FuncV(init, obj), None, args, kwargs, standalone=standalone)
+            seq = isinstance(obj.layer, LayerV) and obj.layer.kind == SEQ
+            if seq and any(isinstance(v, (LayerV, ObjectV)) for v in obj.attrs.values()):
+                obj.layer = None  # a module set as an attribute joins the sequence: not read
         else:
             kind = self._layer_base(cls.node)
             if kind is not None:  # `class Linear(nn.Linear)` with the layer's own __init__
