@@ -340,6 +340,12 @@ def test_containers_filled_at_run_time_are_unknown(src: str) -> None:
         "        self.n = nn.Linear(8, 4)\n"
         "    def forward(self, x):\n        x = self.s(x)\n"
         "        return self.n(self.a(x).mean((2, 3))) + self.n(self.b(x).mean((2, 3)))\n",
+        # a placeholder __init__ sets that another method computes before this one reads it
+        # (torchvision's RAFT `corr_pyramid`, timm's ConViT `rel_indices`)
+        "import torch\nimport torch.nn as nn\nclass C(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.pyramid = [torch.tensor(0)]\n"
+        "    def build(self, a, b):\n        self.pyramid = [a @ b]\n"
+        "    def index(self):\n        for v in self.pyramid:\n            h, w = v.shape[-2:]\n",
     ],
 )
 def test_found_in_the_wild_without_alarm(src: str) -> None:

@@ -19,6 +19,7 @@ its parameters bound by `param_value`:
 from __future__ import annotations
 
 import ast
+from functools import cache
 from typing import Any
 
 from mimir.diagnostics.diagnostic import Label, Span
@@ -114,6 +115,10 @@ class Modular:
                 # each method from the instance `__init__` built: what one method assigns
                 # (`set_input_embeddings` replacing `self.wte`) is no state of another
                 built_attrs = dict(obj.attrs)
+                # what another method computes into an attribute (`build_pyramid` setting
+                # `self.corr_pyramid`) may be there first: not the placeholder __init__ set
+                later = _computed_elsewhere(cls, fn.name)
+                obj.attrs = {k: UNKNOWN if k in later else v for k, v in built_attrs.items()}
                 self.check_def(fn, obj, stated, built)
                 obj.attrs = dict(built_attrs)
                 if fn.name == "forward":
@@ -495,6 +500,45 @@ def _builders(tree: ast.Module, name: str) -> list[ast.FunctionDef]:
         if len(positional) == len(a.defaults) and all(d is not None for d in a.kw_defaults):
             out.append(f)
     return out
+
+
+@cache
+def _computed_by(cls: ast.ClassDef) -> dict[str, frozenset[str]]:
+    """Each method's attributes it computes: `self.X = ...` or `self.X.append(...)` of a
+    value that is not one of its own parameters (a setter's `self.wte = value` is not)."""
+    out: dict[str, frozenset[str]] = {}
+    for fn in cls.body:
+        if not isinstance(fn, ast.FunctionDef) or fn.name == "__init__" or not fn.args.args:
+            continue
+        me = fn.args.args[0].arg
+        params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+        names: set[str] = set()
+        for n in ast.walk(fn):
+            targets: list[ast.expr] = []
+            value: ast.expr | None = None
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                value = n.value
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                if n.func.attr in ("append", "extend", "insert") and n.args:
+                    targets, value = [n.func.value], n.args[0]
+            if isinstance(value, ast.Name) and value.id in params:
+                continue
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name):
+                    if t.value.id == me:
+                        names.add(t.attr)
+        out[fn.name] = frozenset(names)
+    return out
+
+
+def _computed_elsewhere(cls: ast.ClassDef, name: str) -> frozenset[str]:
+    """The attributes methods of `cls` other than `name` compute (see `_computed_by`)."""
+    found: set[str] = set()
+    for method, names in _computed_by(cls).items():
+        if method != name:
+            found |= names
+    return frozenset(found)
 
 
 def _tensor_in_tuple(annotation: ast.expr | None) -> bool:
