@@ -361,6 +361,19 @@ def _define_bfloat_helpers() -> None:
             Return(Bitcast(rounded, "f32")),
         ],
     )
+    # the 16 bits a packed bfloat16 buffer holds for an f32 value, in the low half of a
+    # u32: rounded to nearest even as `mimir_round_bf16`; any nan as the quiet 0x7FC0
+    # (the shim's nan), never truncated to inf by dropping a payload in the low bits
+    _helper(
+        "mimir_bf16_bits",
+        [("a", "f32")],
+        "u32",
+        [
+            If(isnan(a), [Return(const(0x7FC0, "u32"))]),
+            Let(bits, Bitcast(a, "u32")),
+            Return(Binary(">>", rounded, const(16, "u32"), "u32")),
+        ],
+    )
 
 
 _define_integer_helpers()

@@ -82,6 +82,7 @@ __all__ = [
     "helpers_needed",
     "intrinsics_needed",
     "load_bfloat16",
+    "pack_bfloat16",
     "lower_element",
     "round_f16",
     "round_to",
@@ -99,7 +100,8 @@ REG: dict[DType, str] = {
     bfloat16: "f32",
 }
 # bfloat16 travels two to a u32 word (element 2k in the low half of word k), read with
-# `load_bfloat16`; no kernel writes it yet (the scheduler refuses a bfloat16 result).
+# `load_bfloat16` and written a whole word at a time by a packing launch
+# (`mimir.codegen.schedule.packing`, `pack_bfloat16`): no two threads share a word.
 STORAGE: dict[DType, str] = {
     bool_: "u32",
     int32: "i32",
@@ -287,6 +289,17 @@ def load_bfloat16(array: str, flat: Expr) -> Expr:
         Binary("<<", word, const(16, "u32"), "u32"),
     )
     return Bitcast(bits, "f32")
+
+
+def pack_bfloat16(low: Expr, high: Expr) -> Expr:
+    """One u32 word of a packed bfloat16 buffer from two f32 values: `low` (element 2k)
+    in bits 0-15, `high` (element 2k + 1) in bits 16-31, each rounded to nearest even."""
+    return Binary(
+        "|",
+        call("mimir_bf16_bits", low),
+        Binary("<<", call("mimir_bf16_bits", high), const(16, "u32"), "u32"),
+        "u32",
+    )
 
 
 # ---------------------------------------------------------------- conversions

@@ -1,0 +1,50 @@
+"""float16 and bfloat16 results: computed in float32, rounded to nearest even where stored.
+
+A bfloat16 linear layer with a GELU epilogue (the matmul stores float32 scratch, a packing
+launch writes two elements a word), an RMS norm stored as bfloat16, a float16 matmul with
+a float16 result, an `InOut` bfloat16 update (packed over the old words), bfloat16 read
+back by a later launch (scratch held as float32), and a bfloat16 parameter returned as
+it is.
+"""
+
+from mimir.array import Dim, InOut, Tensor, bfloat16, float16, float32, gpu
+
+N = Dim("N")
+M = Dim("M")
+K = Dim("K", max=256)
+D = Dim("D")
+
+
+@gpu
+def bf16_linear_gelu(
+    x: Tensor[bfloat16, N, K], w: Tensor[bfloat16, K, M], b: Tensor[float32, M]
+) -> Tensor[bfloat16, N, M]:
+    return (x.astype(float32) @ w.astype(float32) + b).gelu().astype(bfloat16)
+
+
+@gpu
+def bf16_rms_norm(x: Tensor[bfloat16, N, D], g: Tensor[bfloat16, D]) -> Tensor[bfloat16, N, D]:
+    h = x.astype(float32)
+    scale = ((h * h).mean(axis=1, keepdims=True) + 1e-6).rsqrt()
+    return (h * scale * g.astype(float32)).astype(bfloat16)
+
+
+@gpu
+def f16_matmul(x: Tensor[float16, N, K], w: Tensor[float16, K, M]) -> Tensor[float16, N, M]:
+    return x @ w
+
+
+@gpu
+def bf16_update(p: InOut[Tensor[bfloat16, N, D]], grad: Tensor[float32, N, D], lr: float):
+    p = (p.astype(float32) - lr * grad).astype(bfloat16)
+
+
+@gpu
+def bf16_twice(x: Tensor[float32, N, M]) -> tuple[Tensor[bfloat16, N, M], Tensor[float32, N]]:
+    y = (x * 3.0).astype(bfloat16)
+    return y, y.astype(float32).sum(axis=1)
+
+
+@gpu
+def bf16_identity(x: Tensor[bfloat16, N]) -> Tensor[bfloat16, N]:
+    return x
