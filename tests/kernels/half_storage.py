@@ -48,3 +48,10 @@ def bf16_twice(x: Tensor[float32, N, M]) -> tuple[Tensor[bfloat16, N, M], Tensor
 @gpu
 def bf16_identity(x: Tensor[bfloat16, N]) -> Tensor[bfloat16, N]:
     return x
+
+
+@gpu
+def round_to_half(x: Tensor[float32, N]) -> tuple[Tensor[float16, N], Tensor[bfloat16, N]]:
+    """float32 rounded to float16 and to bfloat16 (`tests/test_half_rounding.py` feeds it
+    ties, overflow, subnormals and nan, and compares the bits)."""
+    return x.astype(float16), x.astype(bfloat16)
