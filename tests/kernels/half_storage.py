@@ -1,7 +1,8 @@
 """float16 and bfloat16 results: computed in float32, rounded to nearest even where stored.
 
-A bfloat16 linear layer with a GELU epilogue (the matmul stores float32 scratch, a packing
-launch writes two elements a word), an RMS norm stored as bfloat16, a float16 matmul with
+A bfloat16 linear layer with a GELU epilogue (`x @ w` accumulates in float32 and rounds
+once to bfloat16; the matmul stores float32 scratch, a packing launch writes two elements a
+word), the same with every value bfloat16, an RMS norm stored as bfloat16, a float16 matmul with
 a float16 result, an `InOut` bfloat16 update (packed over the old words), bfloat16 read
 back by a later launch (scratch held as float32), and a bfloat16 parameter returned as
 it is.
@@ -19,7 +20,15 @@ D = Dim("D")
 def bf16_linear_gelu(
     x: Tensor[bfloat16, N, K], w: Tensor[bfloat16, K, M], b: Tensor[float32, M]
 ) -> Tensor[bfloat16, N, M]:
-    return (x.astype(float32) @ w.astype(float32) + b).gelu().astype(bfloat16)
+    return (x @ w + b).gelu().astype(bfloat16)
+
+
+@gpu
+def bf16_linear_all_bf16(
+    x: Tensor[bfloat16, N, K], w: Tensor[bfloat16, K, M], b: Tensor[bfloat16, M]
+) -> Tensor[bfloat16, N, M]:
+    """Every op's result rounded to bfloat16 (the product, the sum, the GELU)."""
+    return (x @ w + b).gelu()
 
 
 @gpu

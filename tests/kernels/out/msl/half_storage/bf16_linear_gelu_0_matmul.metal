@@ -8,6 +8,14 @@ struct Uniforms {
     uint M;
 };
 
+static inline float mimir_round_bf16(float a) {
+    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
+        return a;
+    }
+    const uint bits = as_type<uint>(a);
+    return as_type<float>((bits + 32767u + ((bits >> 16u) & 1u)) & 4294901760u);
+}
+
 static inline float mimir_tanh(float a) {
     if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
         return a;
@@ -26,14 +34,6 @@ static inline float mimir_gelu(float a) {
         return 0.0f;
     }
     return 0.5f * a * (1.0f + mimir_tanh(0.7978846f * (a + 0.044715f * a * a * a)));
-}
-
-static inline float mimir_round_bf16(float a) {
-    if (((as_type<uint>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    const uint bits = as_type<uint>(a);
-    return as_type<float>((bits + 32767u + ((bits >> 16u) & 1u)) & 4294901760u);
 }
 
 kernel void bf16_linear_gelu_0_matmul(
@@ -924,7 +924,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row6 < u.N) && (col14 < u.M)) {
         const uint i305 = row6 * u.M + col14;
         const float v306 = b[col14];
-        const float v307 = acc22 + v306;
+        const float v307 = mimir_round_bf16(acc22) + v306;
         const float v308 = mimir_gelu(v307);
         const float v309 = mimir_round_bf16(v308);
         scratch0[i305] = v309;
@@ -932,7 +932,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row6 < u.N) && (col15 < u.M)) {
         const uint i310 = row6 * u.M + col15;
         const float v311 = b[col15];
-        const float v312 = acc23 + v311;
+        const float v312 = mimir_round_bf16(acc23) + v311;
         const float v313 = mimir_gelu(v312);
         const float v314 = mimir_round_bf16(v313);
         scratch0[i310] = v314;
@@ -940,7 +940,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row6 < u.N) && (col16 < u.M)) {
         const uint i315 = row6 * u.M + col16;
         const float v316 = b[col16];
-        const float v317 = acc24 + v316;
+        const float v317 = mimir_round_bf16(acc24) + v316;
         const float v318 = mimir_gelu(v317);
         const float v319 = mimir_round_bf16(v318);
         scratch0[i315] = v319;
@@ -948,7 +948,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row6 < u.N) && (col17 < u.M)) {
         const uint i320 = row6 * u.M + col17;
         const float v321 = b[col17];
-        const float v322 = acc25 + v321;
+        const float v322 = mimir_round_bf16(acc25) + v321;
         const float v323 = mimir_gelu(v322);
         const float v324 = mimir_round_bf16(v323);
         scratch0[i320] = v324;
@@ -956,7 +956,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row6 < u.N) && (col18 < u.M)) {
         const uint i325 = row6 * u.M + col18;
         const float v326 = b[col18];
-        const float v327 = acc26 + v326;
+        const float v327 = mimir_round_bf16(acc26) + v326;
         const float v328 = mimir_gelu(v327);
         const float v329 = mimir_round_bf16(v328);
         scratch0[i325] = v329;
@@ -964,7 +964,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row6 < u.N) && (col19 < u.M)) {
         const uint i330 = row6 * u.M + col19;
         const float v331 = b[col19];
-        const float v332 = acc27 + v331;
+        const float v332 = mimir_round_bf16(acc27) + v331;
         const float v333 = mimir_gelu(v332);
         const float v334 = mimir_round_bf16(v333);
         scratch0[i330] = v334;
@@ -972,7 +972,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row6 < u.N) && (col20 < u.M)) {
         const uint i335 = row6 * u.M + col20;
         const float v336 = b[col20];
-        const float v337 = acc28 + v336;
+        const float v337 = mimir_round_bf16(acc28) + v336;
         const float v338 = mimir_gelu(v337);
         const float v339 = mimir_round_bf16(v338);
         scratch0[i335] = v339;
@@ -980,7 +980,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row6 < u.N) && (col21 < u.M)) {
         const uint i340 = row6 * u.M + col21;
         const float v341 = b[col21];
-        const float v342 = acc29 + v341;
+        const float v342 = mimir_round_bf16(acc29) + v341;
         const float v343 = mimir_gelu(v342);
         const float v344 = mimir_round_bf16(v343);
         scratch0[i340] = v344;
@@ -988,7 +988,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row7 < u.N) && (col14 < u.M)) {
         const uint i345 = row7 * u.M + col14;
         const float v346 = b[col14];
-        const float v347 = acc30 + v346;
+        const float v347 = mimir_round_bf16(acc30) + v346;
         const float v348 = mimir_gelu(v347);
         const float v349 = mimir_round_bf16(v348);
         scratch0[i345] = v349;
@@ -996,7 +996,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row7 < u.N) && (col15 < u.M)) {
         const uint i350 = row7 * u.M + col15;
         const float v351 = b[col15];
-        const float v352 = acc31 + v351;
+        const float v352 = mimir_round_bf16(acc31) + v351;
         const float v353 = mimir_gelu(v352);
         const float v354 = mimir_round_bf16(v353);
         scratch0[i350] = v354;
@@ -1004,7 +1004,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row7 < u.N) && (col16 < u.M)) {
         const uint i355 = row7 * u.M + col16;
         const float v356 = b[col16];
-        const float v357 = acc32 + v356;
+        const float v357 = mimir_round_bf16(acc32) + v356;
         const float v358 = mimir_gelu(v357);
         const float v359 = mimir_round_bf16(v358);
         scratch0[i355] = v359;
@@ -1012,7 +1012,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row7 < u.N) && (col17 < u.M)) {
         const uint i360 = row7 * u.M + col17;
         const float v361 = b[col17];
-        const float v362 = acc33 + v361;
+        const float v362 = mimir_round_bf16(acc33) + v361;
         const float v363 = mimir_gelu(v362);
         const float v364 = mimir_round_bf16(v363);
         scratch0[i360] = v364;
@@ -1020,7 +1020,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row7 < u.N) && (col18 < u.M)) {
         const uint i365 = row7 * u.M + col18;
         const float v366 = b[col18];
-        const float v367 = acc34 + v366;
+        const float v367 = mimir_round_bf16(acc34) + v366;
         const float v368 = mimir_gelu(v367);
         const float v369 = mimir_round_bf16(v368);
         scratch0[i365] = v369;
@@ -1028,7 +1028,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row7 < u.N) && (col19 < u.M)) {
         const uint i370 = row7 * u.M + col19;
         const float v371 = b[col19];
-        const float v372 = acc35 + v371;
+        const float v372 = mimir_round_bf16(acc35) + v371;
         const float v373 = mimir_gelu(v372);
         const float v374 = mimir_round_bf16(v373);
         scratch0[i370] = v374;
@@ -1036,7 +1036,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row7 < u.N) && (col20 < u.M)) {
         const uint i375 = row7 * u.M + col20;
         const float v376 = b[col20];
-        const float v377 = acc36 + v376;
+        const float v377 = mimir_round_bf16(acc36) + v376;
         const float v378 = mimir_gelu(v377);
         const float v379 = mimir_round_bf16(v378);
         scratch0[i375] = v379;
@@ -1044,7 +1044,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row7 < u.N) && (col21 < u.M)) {
         const uint i380 = row7 * u.M + col21;
         const float v381 = b[col21];
-        const float v382 = acc37 + v381;
+        const float v382 = mimir_round_bf16(acc37) + v381;
         const float v383 = mimir_gelu(v382);
         const float v384 = mimir_round_bf16(v383);
         scratch0[i380] = v384;
@@ -1052,7 +1052,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row8 < u.N) && (col14 < u.M)) {
         const uint i385 = row8 * u.M + col14;
         const float v386 = b[col14];
-        const float v387 = acc38 + v386;
+        const float v387 = mimir_round_bf16(acc38) + v386;
         const float v388 = mimir_gelu(v387);
         const float v389 = mimir_round_bf16(v388);
         scratch0[i385] = v389;
@@ -1060,7 +1060,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row8 < u.N) && (col15 < u.M)) {
         const uint i390 = row8 * u.M + col15;
         const float v391 = b[col15];
-        const float v392 = acc39 + v391;
+        const float v392 = mimir_round_bf16(acc39) + v391;
         const float v393 = mimir_gelu(v392);
         const float v394 = mimir_round_bf16(v393);
         scratch0[i390] = v394;
@@ -1068,7 +1068,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row8 < u.N) && (col16 < u.M)) {
         const uint i395 = row8 * u.M + col16;
         const float v396 = b[col16];
-        const float v397 = acc40 + v396;
+        const float v397 = mimir_round_bf16(acc40) + v396;
         const float v398 = mimir_gelu(v397);
         const float v399 = mimir_round_bf16(v398);
         scratch0[i395] = v399;
@@ -1076,7 +1076,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row8 < u.N) && (col17 < u.M)) {
         const uint i400 = row8 * u.M + col17;
         const float v401 = b[col17];
-        const float v402 = acc41 + v401;
+        const float v402 = mimir_round_bf16(acc41) + v401;
         const float v403 = mimir_gelu(v402);
         const float v404 = mimir_round_bf16(v403);
         scratch0[i400] = v404;
@@ -1084,7 +1084,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row8 < u.N) && (col18 < u.M)) {
         const uint i405 = row8 * u.M + col18;
         const float v406 = b[col18];
-        const float v407 = acc42 + v406;
+        const float v407 = mimir_round_bf16(acc42) + v406;
         const float v408 = mimir_gelu(v407);
         const float v409 = mimir_round_bf16(v408);
         scratch0[i405] = v409;
@@ -1092,7 +1092,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row8 < u.N) && (col19 < u.M)) {
         const uint i410 = row8 * u.M + col19;
         const float v411 = b[col19];
-        const float v412 = acc43 + v411;
+        const float v412 = mimir_round_bf16(acc43) + v411;
         const float v413 = mimir_gelu(v412);
         const float v414 = mimir_round_bf16(v413);
         scratch0[i410] = v414;
@@ -1100,7 +1100,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row8 < u.N) && (col20 < u.M)) {
         const uint i415 = row8 * u.M + col20;
         const float v416 = b[col20];
-        const float v417 = acc44 + v416;
+        const float v417 = mimir_round_bf16(acc44) + v416;
         const float v418 = mimir_gelu(v417);
         const float v419 = mimir_round_bf16(v418);
         scratch0[i415] = v419;
@@ -1108,7 +1108,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row8 < u.N) && (col21 < u.M)) {
         const uint i420 = row8 * u.M + col21;
         const float v421 = b[col21];
-        const float v422 = acc45 + v421;
+        const float v422 = mimir_round_bf16(acc45) + v421;
         const float v423 = mimir_gelu(v422);
         const float v424 = mimir_round_bf16(v423);
         scratch0[i420] = v424;
@@ -1116,7 +1116,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row9 < u.N) && (col14 < u.M)) {
         const uint i425 = row9 * u.M + col14;
         const float v426 = b[col14];
-        const float v427 = acc46 + v426;
+        const float v427 = mimir_round_bf16(acc46) + v426;
         const float v428 = mimir_gelu(v427);
         const float v429 = mimir_round_bf16(v428);
         scratch0[i425] = v429;
@@ -1124,7 +1124,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row9 < u.N) && (col15 < u.M)) {
         const uint i430 = row9 * u.M + col15;
         const float v431 = b[col15];
-        const float v432 = acc47 + v431;
+        const float v432 = mimir_round_bf16(acc47) + v431;
         const float v433 = mimir_gelu(v432);
         const float v434 = mimir_round_bf16(v433);
         scratch0[i430] = v434;
@@ -1132,7 +1132,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row9 < u.N) && (col16 < u.M)) {
         const uint i435 = row9 * u.M + col16;
         const float v436 = b[col16];
-        const float v437 = acc48 + v436;
+        const float v437 = mimir_round_bf16(acc48) + v436;
         const float v438 = mimir_gelu(v437);
         const float v439 = mimir_round_bf16(v438);
         scratch0[i435] = v439;
@@ -1140,7 +1140,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row9 < u.N) && (col17 < u.M)) {
         const uint i440 = row9 * u.M + col17;
         const float v441 = b[col17];
-        const float v442 = acc49 + v441;
+        const float v442 = mimir_round_bf16(acc49) + v441;
         const float v443 = mimir_gelu(v442);
         const float v444 = mimir_round_bf16(v443);
         scratch0[i440] = v444;
@@ -1148,7 +1148,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row9 < u.N) && (col18 < u.M)) {
         const uint i445 = row9 * u.M + col18;
         const float v446 = b[col18];
-        const float v447 = acc50 + v446;
+        const float v447 = mimir_round_bf16(acc50) + v446;
         const float v448 = mimir_gelu(v447);
         const float v449 = mimir_round_bf16(v448);
         scratch0[i445] = v449;
@@ -1156,7 +1156,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row9 < u.N) && (col19 < u.M)) {
         const uint i450 = row9 * u.M + col19;
         const float v451 = b[col19];
-        const float v452 = acc51 + v451;
+        const float v452 = mimir_round_bf16(acc51) + v451;
         const float v453 = mimir_gelu(v452);
         const float v454 = mimir_round_bf16(v453);
         scratch0[i450] = v454;
@@ -1164,7 +1164,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row9 < u.N) && (col20 < u.M)) {
         const uint i455 = row9 * u.M + col20;
         const float v456 = b[col20];
-        const float v457 = acc52 + v456;
+        const float v457 = mimir_round_bf16(acc52) + v456;
         const float v458 = mimir_gelu(v457);
         const float v459 = mimir_round_bf16(v458);
         scratch0[i455] = v459;
@@ -1172,7 +1172,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row9 < u.N) && (col21 < u.M)) {
         const uint i460 = row9 * u.M + col21;
         const float v461 = b[col21];
-        const float v462 = acc53 + v461;
+        const float v462 = mimir_round_bf16(acc53) + v461;
         const float v463 = mimir_gelu(v462);
         const float v464 = mimir_round_bf16(v463);
         scratch0[i460] = v464;
@@ -1180,7 +1180,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row10 < u.N) && (col14 < u.M)) {
         const uint i465 = row10 * u.M + col14;
         const float v466 = b[col14];
-        const float v467 = acc54 + v466;
+        const float v467 = mimir_round_bf16(acc54) + v466;
         const float v468 = mimir_gelu(v467);
         const float v469 = mimir_round_bf16(v468);
         scratch0[i465] = v469;
@@ -1188,7 +1188,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row10 < u.N) && (col15 < u.M)) {
         const uint i470 = row10 * u.M + col15;
         const float v471 = b[col15];
-        const float v472 = acc55 + v471;
+        const float v472 = mimir_round_bf16(acc55) + v471;
         const float v473 = mimir_gelu(v472);
         const float v474 = mimir_round_bf16(v473);
         scratch0[i470] = v474;
@@ -1196,7 +1196,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row10 < u.N) && (col16 < u.M)) {
         const uint i475 = row10 * u.M + col16;
         const float v476 = b[col16];
-        const float v477 = acc56 + v476;
+        const float v477 = mimir_round_bf16(acc56) + v476;
         const float v478 = mimir_gelu(v477);
         const float v479 = mimir_round_bf16(v478);
         scratch0[i475] = v479;
@@ -1204,7 +1204,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row10 < u.N) && (col17 < u.M)) {
         const uint i480 = row10 * u.M + col17;
         const float v481 = b[col17];
-        const float v482 = acc57 + v481;
+        const float v482 = mimir_round_bf16(acc57) + v481;
         const float v483 = mimir_gelu(v482);
         const float v484 = mimir_round_bf16(v483);
         scratch0[i480] = v484;
@@ -1212,7 +1212,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row10 < u.N) && (col18 < u.M)) {
         const uint i485 = row10 * u.M + col18;
         const float v486 = b[col18];
-        const float v487 = acc58 + v486;
+        const float v487 = mimir_round_bf16(acc58) + v486;
         const float v488 = mimir_gelu(v487);
         const float v489 = mimir_round_bf16(v488);
         scratch0[i485] = v489;
@@ -1220,7 +1220,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row10 < u.N) && (col19 < u.M)) {
         const uint i490 = row10 * u.M + col19;
         const float v491 = b[col19];
-        const float v492 = acc59 + v491;
+        const float v492 = mimir_round_bf16(acc59) + v491;
         const float v493 = mimir_gelu(v492);
         const float v494 = mimir_round_bf16(v493);
         scratch0[i490] = v494;
@@ -1228,7 +1228,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row10 < u.N) && (col20 < u.M)) {
         const uint i495 = row10 * u.M + col20;
         const float v496 = b[col20];
-        const float v497 = acc60 + v496;
+        const float v497 = mimir_round_bf16(acc60) + v496;
         const float v498 = mimir_gelu(v497);
         const float v499 = mimir_round_bf16(v498);
         scratch0[i495] = v499;
@@ -1236,7 +1236,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row10 < u.N) && (col21 < u.M)) {
         const uint i500 = row10 * u.M + col21;
         const float v501 = b[col21];
-        const float v502 = acc61 + v501;
+        const float v502 = mimir_round_bf16(acc61) + v501;
         const float v503 = mimir_gelu(v502);
         const float v504 = mimir_round_bf16(v503);
         scratch0[i500] = v504;
@@ -1244,7 +1244,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row11 < u.N) && (col14 < u.M)) {
         const uint i505 = row11 * u.M + col14;
         const float v506 = b[col14];
-        const float v507 = acc62 + v506;
+        const float v507 = mimir_round_bf16(acc62) + v506;
         const float v508 = mimir_gelu(v507);
         const float v509 = mimir_round_bf16(v508);
         scratch0[i505] = v509;
@@ -1252,7 +1252,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row11 < u.N) && (col15 < u.M)) {
         const uint i510 = row11 * u.M + col15;
         const float v511 = b[col15];
-        const float v512 = acc63 + v511;
+        const float v512 = mimir_round_bf16(acc63) + v511;
         const float v513 = mimir_gelu(v512);
         const float v514 = mimir_round_bf16(v513);
         scratch0[i510] = v514;
@@ -1260,7 +1260,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row11 < u.N) && (col16 < u.M)) {
         const uint i515 = row11 * u.M + col16;
         const float v516 = b[col16];
-        const float v517 = acc64 + v516;
+        const float v517 = mimir_round_bf16(acc64) + v516;
         const float v518 = mimir_gelu(v517);
         const float v519 = mimir_round_bf16(v518);
         scratch0[i515] = v519;
@@ -1268,7 +1268,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row11 < u.N) && (col17 < u.M)) {
         const uint i520 = row11 * u.M + col17;
         const float v521 = b[col17];
-        const float v522 = acc65 + v521;
+        const float v522 = mimir_round_bf16(acc65) + v521;
         const float v523 = mimir_gelu(v522);
         const float v524 = mimir_round_bf16(v523);
         scratch0[i520] = v524;
@@ -1276,7 +1276,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row11 < u.N) && (col18 < u.M)) {
         const uint i525 = row11 * u.M + col18;
         const float v526 = b[col18];
-        const float v527 = acc66 + v526;
+        const float v527 = mimir_round_bf16(acc66) + v526;
         const float v528 = mimir_gelu(v527);
         const float v529 = mimir_round_bf16(v528);
         scratch0[i525] = v529;
@@ -1284,7 +1284,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row11 < u.N) && (col19 < u.M)) {
         const uint i530 = row11 * u.M + col19;
         const float v531 = b[col19];
-        const float v532 = acc67 + v531;
+        const float v532 = mimir_round_bf16(acc67) + v531;
         const float v533 = mimir_gelu(v532);
         const float v534 = mimir_round_bf16(v533);
         scratch0[i530] = v534;
@@ -1292,7 +1292,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row11 < u.N) && (col20 < u.M)) {
         const uint i535 = row11 * u.M + col20;
         const float v536 = b[col20];
-        const float v537 = acc68 + v536;
+        const float v537 = mimir_round_bf16(acc68) + v536;
         const float v538 = mimir_gelu(v537);
         const float v539 = mimir_round_bf16(v538);
         scratch0[i535] = v539;
@@ -1300,7 +1300,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row11 < u.N) && (col21 < u.M)) {
         const uint i540 = row11 * u.M + col21;
         const float v541 = b[col21];
-        const float v542 = acc69 + v541;
+        const float v542 = mimir_round_bf16(acc69) + v541;
         const float v543 = mimir_gelu(v542);
         const float v544 = mimir_round_bf16(v543);
         scratch0[i540] = v544;
@@ -1308,7 +1308,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row12 < u.N) && (col14 < u.M)) {
         const uint i545 = row12 * u.M + col14;
         const float v546 = b[col14];
-        const float v547 = acc70 + v546;
+        const float v547 = mimir_round_bf16(acc70) + v546;
         const float v548 = mimir_gelu(v547);
         const float v549 = mimir_round_bf16(v548);
         scratch0[i545] = v549;
@@ -1316,7 +1316,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row12 < u.N) && (col15 < u.M)) {
         const uint i550 = row12 * u.M + col15;
         const float v551 = b[col15];
-        const float v552 = acc71 + v551;
+        const float v552 = mimir_round_bf16(acc71) + v551;
         const float v553 = mimir_gelu(v552);
         const float v554 = mimir_round_bf16(v553);
         scratch0[i550] = v554;
@@ -1324,7 +1324,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row12 < u.N) && (col16 < u.M)) {
         const uint i555 = row12 * u.M + col16;
         const float v556 = b[col16];
-        const float v557 = acc72 + v556;
+        const float v557 = mimir_round_bf16(acc72) + v556;
         const float v558 = mimir_gelu(v557);
         const float v559 = mimir_round_bf16(v558);
         scratch0[i555] = v559;
@@ -1332,7 +1332,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row12 < u.N) && (col17 < u.M)) {
         const uint i560 = row12 * u.M + col17;
         const float v561 = b[col17];
-        const float v562 = acc73 + v561;
+        const float v562 = mimir_round_bf16(acc73) + v561;
         const float v563 = mimir_gelu(v562);
         const float v564 = mimir_round_bf16(v563);
         scratch0[i560] = v564;
@@ -1340,7 +1340,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row12 < u.N) && (col18 < u.M)) {
         const uint i565 = row12 * u.M + col18;
         const float v566 = b[col18];
-        const float v567 = acc74 + v566;
+        const float v567 = mimir_round_bf16(acc74) + v566;
         const float v568 = mimir_gelu(v567);
         const float v569 = mimir_round_bf16(v568);
         scratch0[i565] = v569;
@@ -1348,7 +1348,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row12 < u.N) && (col19 < u.M)) {
         const uint i570 = row12 * u.M + col19;
         const float v571 = b[col19];
-        const float v572 = acc75 + v571;
+        const float v572 = mimir_round_bf16(acc75) + v571;
         const float v573 = mimir_gelu(v572);
         const float v574 = mimir_round_bf16(v573);
         scratch0[i570] = v574;
@@ -1356,7 +1356,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row12 < u.N) && (col20 < u.M)) {
         const uint i575 = row12 * u.M + col20;
         const float v576 = b[col20];
-        const float v577 = acc76 + v576;
+        const float v577 = mimir_round_bf16(acc76) + v576;
         const float v578 = mimir_gelu(v577);
         const float v579 = mimir_round_bf16(v578);
         scratch0[i575] = v579;
@@ -1364,7 +1364,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row12 < u.N) && (col21 < u.M)) {
         const uint i580 = row12 * u.M + col21;
         const float v581 = b[col21];
-        const float v582 = acc77 + v581;
+        const float v582 = mimir_round_bf16(acc77) + v581;
         const float v583 = mimir_gelu(v582);
         const float v584 = mimir_round_bf16(v583);
         scratch0[i580] = v584;
@@ -1372,7 +1372,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row13 < u.N) && (col14 < u.M)) {
         const uint i585 = row13 * u.M + col14;
         const float v586 = b[col14];
-        const float v587 = acc78 + v586;
+        const float v587 = mimir_round_bf16(acc78) + v586;
         const float v588 = mimir_gelu(v587);
         const float v589 = mimir_round_bf16(v588);
         scratch0[i585] = v589;
@@ -1380,7 +1380,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row13 < u.N) && (col15 < u.M)) {
         const uint i590 = row13 * u.M + col15;
         const float v591 = b[col15];
-        const float v592 = acc79 + v591;
+        const float v592 = mimir_round_bf16(acc79) + v591;
         const float v593 = mimir_gelu(v592);
         const float v594 = mimir_round_bf16(v593);
         scratch0[i590] = v594;
@@ -1388,7 +1388,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row13 < u.N) && (col16 < u.M)) {
         const uint i595 = row13 * u.M + col16;
         const float v596 = b[col16];
-        const float v597 = acc80 + v596;
+        const float v597 = mimir_round_bf16(acc80) + v596;
         const float v598 = mimir_gelu(v597);
         const float v599 = mimir_round_bf16(v598);
         scratch0[i595] = v599;
@@ -1396,7 +1396,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row13 < u.N) && (col17 < u.M)) {
         const uint i600 = row13 * u.M + col17;
         const float v601 = b[col17];
-        const float v602 = acc81 + v601;
+        const float v602 = mimir_round_bf16(acc81) + v601;
         const float v603 = mimir_gelu(v602);
         const float v604 = mimir_round_bf16(v603);
         scratch0[i600] = v604;
@@ -1404,7 +1404,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row13 < u.N) && (col18 < u.M)) {
         const uint i605 = row13 * u.M + col18;
         const float v606 = b[col18];
-        const float v607 = acc82 + v606;
+        const float v607 = mimir_round_bf16(acc82) + v606;
         const float v608 = mimir_gelu(v607);
         const float v609 = mimir_round_bf16(v608);
         scratch0[i605] = v609;
@@ -1412,7 +1412,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row13 < u.N) && (col19 < u.M)) {
         const uint i610 = row13 * u.M + col19;
         const float v611 = b[col19];
-        const float v612 = acc83 + v611;
+        const float v612 = mimir_round_bf16(acc83) + v611;
         const float v613 = mimir_gelu(v612);
         const float v614 = mimir_round_bf16(v613);
         scratch0[i610] = v614;
@@ -1420,7 +1420,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row13 < u.N) && (col20 < u.M)) {
         const uint i615 = row13 * u.M + col20;
         const float v616 = b[col20];
-        const float v617 = acc84 + v616;
+        const float v617 = mimir_round_bf16(acc84) + v616;
         const float v618 = mimir_gelu(v617);
         const float v619 = mimir_round_bf16(v618);
         scratch0[i615] = v619;
@@ -1428,7 +1428,7 @@ kernel void bf16_linear_gelu_0_matmul(
     if ((row13 < u.N) && (col21 < u.M)) {
         const uint i620 = row13 * u.M + col21;
         const float v621 = b[col21];
-        const float v622 = acc85 + v621;
+        const float v622 = mimir_round_bf16(acc85) + v621;
         const float v623 = mimir_gelu(v622);
         const float v624 = mimir_round_bf16(v623);
         scratch0[i620] = v624;

@@ -14,6 +14,14 @@ struct Uniforms {
 var<workgroup> a_tile: array<f32, 2048>;
 var<workgroup> b_tile: array<f32, 2048>;
 
+fn mimir_round_bf16(a: f32) -> f32 {
+    if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
+        return a;
+    }
+    let bits: u32 = bitcast<u32>(a);
+    return bitcast<f32>((bits + 32767u + ((bits >> 16u) & 1u)) & 4294901760u);
+}
+
 fn mimir_tanh(a: f32) -> f32 {
     if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
         return a;
@@ -32,14 +40,6 @@ fn mimir_gelu(a: f32) -> f32 {
         return 0.0f;
     }
     return 0.5f * a * (1.0f + mimir_tanh(0.7978846f * (a + 0.044715f * a * a * a)));
-}
-
-fn mimir_round_bf16(a: f32) -> f32 {
-    if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
-        return a;
-    }
-    let bits: u32 = bitcast<u32>(a);
-    return bitcast<f32>((bits + 32767u + ((bits >> 16u) & 1u)) & 4294901760u);
 }
 
 @compute @workgroup_size(16, 16, 1)
@@ -924,7 +924,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row6 < u.N) && (col14 < u.M)) {
         let i305: u32 = row6 * u.M + col14;
         let v306: f32 = b[col14];
-        let v307: f32 = acc22 + v306;
+        let v307: f32 = mimir_round_bf16(acc22) + v306;
         let v308: f32 = mimir_gelu(v307);
         let v309: f32 = mimir_round_bf16(v308);
         scratch0[i305] = v309;
@@ -932,7 +932,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row6 < u.N) && (col15 < u.M)) {
         let i310: u32 = row6 * u.M + col15;
         let v311: f32 = b[col15];
-        let v312: f32 = acc23 + v311;
+        let v312: f32 = mimir_round_bf16(acc23) + v311;
         let v313: f32 = mimir_gelu(v312);
         let v314: f32 = mimir_round_bf16(v313);
         scratch0[i310] = v314;
@@ -940,7 +940,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row6 < u.N) && (col16 < u.M)) {
         let i315: u32 = row6 * u.M + col16;
         let v316: f32 = b[col16];
-        let v317: f32 = acc24 + v316;
+        let v317: f32 = mimir_round_bf16(acc24) + v316;
         let v318: f32 = mimir_gelu(v317);
         let v319: f32 = mimir_round_bf16(v318);
         scratch0[i315] = v319;
@@ -948,7 +948,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row6 < u.N) && (col17 < u.M)) {
         let i320: u32 = row6 * u.M + col17;
         let v321: f32 = b[col17];
-        let v322: f32 = acc25 + v321;
+        let v322: f32 = mimir_round_bf16(acc25) + v321;
         let v323: f32 = mimir_gelu(v322);
         let v324: f32 = mimir_round_bf16(v323);
         scratch0[i320] = v324;
@@ -956,7 +956,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row6 < u.N) && (col18 < u.M)) {
         let i325: u32 = row6 * u.M + col18;
         let v326: f32 = b[col18];
-        let v327: f32 = acc26 + v326;
+        let v327: f32 = mimir_round_bf16(acc26) + v326;
         let v328: f32 = mimir_gelu(v327);
         let v329: f32 = mimir_round_bf16(v328);
         scratch0[i325] = v329;
@@ -964,7 +964,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row6 < u.N) && (col19 < u.M)) {
         let i330: u32 = row6 * u.M + col19;
         let v331: f32 = b[col19];
-        let v332: f32 = acc27 + v331;
+        let v332: f32 = mimir_round_bf16(acc27) + v331;
         let v333: f32 = mimir_gelu(v332);
         let v334: f32 = mimir_round_bf16(v333);
         scratch0[i330] = v334;
@@ -972,7 +972,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row6 < u.N) && (col20 < u.M)) {
         let i335: u32 = row6 * u.M + col20;
         let v336: f32 = b[col20];
-        let v337: f32 = acc28 + v336;
+        let v337: f32 = mimir_round_bf16(acc28) + v336;
         let v338: f32 = mimir_gelu(v337);
         let v339: f32 = mimir_round_bf16(v338);
         scratch0[i335] = v339;
@@ -980,7 +980,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row6 < u.N) && (col21 < u.M)) {
         let i340: u32 = row6 * u.M + col21;
         let v341: f32 = b[col21];
-        let v342: f32 = acc29 + v341;
+        let v342: f32 = mimir_round_bf16(acc29) + v341;
         let v343: f32 = mimir_gelu(v342);
         let v344: f32 = mimir_round_bf16(v343);
         scratch0[i340] = v344;
@@ -988,7 +988,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row7 < u.N) && (col14 < u.M)) {
         let i345: u32 = row7 * u.M + col14;
         let v346: f32 = b[col14];
-        let v347: f32 = acc30 + v346;
+        let v347: f32 = mimir_round_bf16(acc30) + v346;
         let v348: f32 = mimir_gelu(v347);
         let v349: f32 = mimir_round_bf16(v348);
         scratch0[i345] = v349;
@@ -996,7 +996,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row7 < u.N) && (col15 < u.M)) {
         let i350: u32 = row7 * u.M + col15;
         let v351: f32 = b[col15];
-        let v352: f32 = acc31 + v351;
+        let v352: f32 = mimir_round_bf16(acc31) + v351;
         let v353: f32 = mimir_gelu(v352);
         let v354: f32 = mimir_round_bf16(v353);
         scratch0[i350] = v354;
@@ -1004,7 +1004,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row7 < u.N) && (col16 < u.M)) {
         let i355: u32 = row7 * u.M + col16;
         let v356: f32 = b[col16];
-        let v357: f32 = acc32 + v356;
+        let v357: f32 = mimir_round_bf16(acc32) + v356;
         let v358: f32 = mimir_gelu(v357);
         let v359: f32 = mimir_round_bf16(v358);
         scratch0[i355] = v359;
@@ -1012,7 +1012,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row7 < u.N) && (col17 < u.M)) {
         let i360: u32 = row7 * u.M + col17;
         let v361: f32 = b[col17];
-        let v362: f32 = acc33 + v361;
+        let v362: f32 = mimir_round_bf16(acc33) + v361;
         let v363: f32 = mimir_gelu(v362);
         let v364: f32 = mimir_round_bf16(v363);
         scratch0[i360] = v364;
@@ -1020,7 +1020,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row7 < u.N) && (col18 < u.M)) {
         let i365: u32 = row7 * u.M + col18;
         let v366: f32 = b[col18];
-        let v367: f32 = acc34 + v366;
+        let v367: f32 = mimir_round_bf16(acc34) + v366;
         let v368: f32 = mimir_gelu(v367);
         let v369: f32 = mimir_round_bf16(v368);
         scratch0[i365] = v369;
@@ -1028,7 +1028,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row7 < u.N) && (col19 < u.M)) {
         let i370: u32 = row7 * u.M + col19;
         let v371: f32 = b[col19];
-        let v372: f32 = acc35 + v371;
+        let v372: f32 = mimir_round_bf16(acc35) + v371;
         let v373: f32 = mimir_gelu(v372);
         let v374: f32 = mimir_round_bf16(v373);
         scratch0[i370] = v374;
@@ -1036,7 +1036,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row7 < u.N) && (col20 < u.M)) {
         let i375: u32 = row7 * u.M + col20;
         let v376: f32 = b[col20];
-        let v377: f32 = acc36 + v376;
+        let v377: f32 = mimir_round_bf16(acc36) + v376;
         let v378: f32 = mimir_gelu(v377);
         let v379: f32 = mimir_round_bf16(v378);
         scratch0[i375] = v379;
@@ -1044,7 +1044,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row7 < u.N) && (col21 < u.M)) {
         let i380: u32 = row7 * u.M + col21;
         let v381: f32 = b[col21];
-        let v382: f32 = acc37 + v381;
+        let v382: f32 = mimir_round_bf16(acc37) + v381;
         let v383: f32 = mimir_gelu(v382);
         let v384: f32 = mimir_round_bf16(v383);
         scratch0[i380] = v384;
@@ -1052,7 +1052,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row8 < u.N) && (col14 < u.M)) {
         let i385: u32 = row8 * u.M + col14;
         let v386: f32 = b[col14];
-        let v387: f32 = acc38 + v386;
+        let v387: f32 = mimir_round_bf16(acc38) + v386;
         let v388: f32 = mimir_gelu(v387);
         let v389: f32 = mimir_round_bf16(v388);
         scratch0[i385] = v389;
@@ -1060,7 +1060,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row8 < u.N) && (col15 < u.M)) {
         let i390: u32 = row8 * u.M + col15;
         let v391: f32 = b[col15];
-        let v392: f32 = acc39 + v391;
+        let v392: f32 = mimir_round_bf16(acc39) + v391;
         let v393: f32 = mimir_gelu(v392);
         let v394: f32 = mimir_round_bf16(v393);
         scratch0[i390] = v394;
@@ -1068,7 +1068,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row8 < u.N) && (col16 < u.M)) {
         let i395: u32 = row8 * u.M + col16;
         let v396: f32 = b[col16];
-        let v397: f32 = acc40 + v396;
+        let v397: f32 = mimir_round_bf16(acc40) + v396;
         let v398: f32 = mimir_gelu(v397);
         let v399: f32 = mimir_round_bf16(v398);
         scratch0[i395] = v399;
@@ -1076,7 +1076,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row8 < u.N) && (col17 < u.M)) {
         let i400: u32 = row8 * u.M + col17;
         let v401: f32 = b[col17];
-        let v402: f32 = acc41 + v401;
+        let v402: f32 = mimir_round_bf16(acc41) + v401;
         let v403: f32 = mimir_gelu(v402);
         let v404: f32 = mimir_round_bf16(v403);
         scratch0[i400] = v404;
@@ -1084,7 +1084,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row8 < u.N) && (col18 < u.M)) {
         let i405: u32 = row8 * u.M + col18;
         let v406: f32 = b[col18];
-        let v407: f32 = acc42 + v406;
+        let v407: f32 = mimir_round_bf16(acc42) + v406;
         let v408: f32 = mimir_gelu(v407);
         let v409: f32 = mimir_round_bf16(v408);
         scratch0[i405] = v409;
@@ -1092,7 +1092,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row8 < u.N) && (col19 < u.M)) {
         let i410: u32 = row8 * u.M + col19;
         let v411: f32 = b[col19];
-        let v412: f32 = acc43 + v411;
+        let v412: f32 = mimir_round_bf16(acc43) + v411;
         let v413: f32 = mimir_gelu(v412);
         let v414: f32 = mimir_round_bf16(v413);
         scratch0[i410] = v414;
@@ -1100,7 +1100,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row8 < u.N) && (col20 < u.M)) {
         let i415: u32 = row8 * u.M + col20;
         let v416: f32 = b[col20];
-        let v417: f32 = acc44 + v416;
+        let v417: f32 = mimir_round_bf16(acc44) + v416;
         let v418: f32 = mimir_gelu(v417);
         let v419: f32 = mimir_round_bf16(v418);
         scratch0[i415] = v419;
@@ -1108,7 +1108,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row8 < u.N) && (col21 < u.M)) {
         let i420: u32 = row8 * u.M + col21;
         let v421: f32 = b[col21];
-        let v422: f32 = acc45 + v421;
+        let v422: f32 = mimir_round_bf16(acc45) + v421;
         let v423: f32 = mimir_gelu(v422);
         let v424: f32 = mimir_round_bf16(v423);
         scratch0[i420] = v424;
@@ -1116,7 +1116,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row9 < u.N) && (col14 < u.M)) {
         let i425: u32 = row9 * u.M + col14;
         let v426: f32 = b[col14];
-        let v427: f32 = acc46 + v426;
+        let v427: f32 = mimir_round_bf16(acc46) + v426;
         let v428: f32 = mimir_gelu(v427);
         let v429: f32 = mimir_round_bf16(v428);
         scratch0[i425] = v429;
@@ -1124,7 +1124,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row9 < u.N) && (col15 < u.M)) {
         let i430: u32 = row9 * u.M + col15;
         let v431: f32 = b[col15];
-        let v432: f32 = acc47 + v431;
+        let v432: f32 = mimir_round_bf16(acc47) + v431;
         let v433: f32 = mimir_gelu(v432);
         let v434: f32 = mimir_round_bf16(v433);
         scratch0[i430] = v434;
@@ -1132,7 +1132,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row9 < u.N) && (col16 < u.M)) {
         let i435: u32 = row9 * u.M + col16;
         let v436: f32 = b[col16];
-        let v437: f32 = acc48 + v436;
+        let v437: f32 = mimir_round_bf16(acc48) + v436;
         let v438: f32 = mimir_gelu(v437);
         let v439: f32 = mimir_round_bf16(v438);
         scratch0[i435] = v439;
@@ -1140,7 +1140,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row9 < u.N) && (col17 < u.M)) {
         let i440: u32 = row9 * u.M + col17;
         let v441: f32 = b[col17];
-        let v442: f32 = acc49 + v441;
+        let v442: f32 = mimir_round_bf16(acc49) + v441;
         let v443: f32 = mimir_gelu(v442);
         let v444: f32 = mimir_round_bf16(v443);
         scratch0[i440] = v444;
@@ -1148,7 +1148,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row9 < u.N) && (col18 < u.M)) {
         let i445: u32 = row9 * u.M + col18;
         let v446: f32 = b[col18];
-        let v447: f32 = acc50 + v446;
+        let v447: f32 = mimir_round_bf16(acc50) + v446;
         let v448: f32 = mimir_gelu(v447);
         let v449: f32 = mimir_round_bf16(v448);
         scratch0[i445] = v449;
@@ -1156,7 +1156,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row9 < u.N) && (col19 < u.M)) {
         let i450: u32 = row9 * u.M + col19;
         let v451: f32 = b[col19];
-        let v452: f32 = acc51 + v451;
+        let v452: f32 = mimir_round_bf16(acc51) + v451;
         let v453: f32 = mimir_gelu(v452);
         let v454: f32 = mimir_round_bf16(v453);
         scratch0[i450] = v454;
@@ -1164,7 +1164,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row9 < u.N) && (col20 < u.M)) {
         let i455: u32 = row9 * u.M + col20;
         let v456: f32 = b[col20];
-        let v457: f32 = acc52 + v456;
+        let v457: f32 = mimir_round_bf16(acc52) + v456;
         let v458: f32 = mimir_gelu(v457);
         let v459: f32 = mimir_round_bf16(v458);
         scratch0[i455] = v459;
@@ -1172,7 +1172,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row9 < u.N) && (col21 < u.M)) {
         let i460: u32 = row9 * u.M + col21;
         let v461: f32 = b[col21];
-        let v462: f32 = acc53 + v461;
+        let v462: f32 = mimir_round_bf16(acc53) + v461;
         let v463: f32 = mimir_gelu(v462);
         let v464: f32 = mimir_round_bf16(v463);
         scratch0[i460] = v464;
@@ -1180,7 +1180,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row10 < u.N) && (col14 < u.M)) {
         let i465: u32 = row10 * u.M + col14;
         let v466: f32 = b[col14];
-        let v467: f32 = acc54 + v466;
+        let v467: f32 = mimir_round_bf16(acc54) + v466;
         let v468: f32 = mimir_gelu(v467);
         let v469: f32 = mimir_round_bf16(v468);
         scratch0[i465] = v469;
@@ -1188,7 +1188,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row10 < u.N) && (col15 < u.M)) {
         let i470: u32 = row10 * u.M + col15;
         let v471: f32 = b[col15];
-        let v472: f32 = acc55 + v471;
+        let v472: f32 = mimir_round_bf16(acc55) + v471;
         let v473: f32 = mimir_gelu(v472);
         let v474: f32 = mimir_round_bf16(v473);
         scratch0[i470] = v474;
@@ -1196,7 +1196,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row10 < u.N) && (col16 < u.M)) {
         let i475: u32 = row10 * u.M + col16;
         let v476: f32 = b[col16];
-        let v477: f32 = acc56 + v476;
+        let v477: f32 = mimir_round_bf16(acc56) + v476;
         let v478: f32 = mimir_gelu(v477);
         let v479: f32 = mimir_round_bf16(v478);
         scratch0[i475] = v479;
@@ -1204,7 +1204,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row10 < u.N) && (col17 < u.M)) {
         let i480: u32 = row10 * u.M + col17;
         let v481: f32 = b[col17];
-        let v482: f32 = acc57 + v481;
+        let v482: f32 = mimir_round_bf16(acc57) + v481;
         let v483: f32 = mimir_gelu(v482);
         let v484: f32 = mimir_round_bf16(v483);
         scratch0[i480] = v484;
@@ -1212,7 +1212,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row10 < u.N) && (col18 < u.M)) {
         let i485: u32 = row10 * u.M + col18;
         let v486: f32 = b[col18];
-        let v487: f32 = acc58 + v486;
+        let v487: f32 = mimir_round_bf16(acc58) + v486;
         let v488: f32 = mimir_gelu(v487);
         let v489: f32 = mimir_round_bf16(v488);
         scratch0[i485] = v489;
@@ -1220,7 +1220,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row10 < u.N) && (col19 < u.M)) {
         let i490: u32 = row10 * u.M + col19;
         let v491: f32 = b[col19];
-        let v492: f32 = acc59 + v491;
+        let v492: f32 = mimir_round_bf16(acc59) + v491;
         let v493: f32 = mimir_gelu(v492);
         let v494: f32 = mimir_round_bf16(v493);
         scratch0[i490] = v494;
@@ -1228,7 +1228,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row10 < u.N) && (col20 < u.M)) {
         let i495: u32 = row10 * u.M + col20;
         let v496: f32 = b[col20];
-        let v497: f32 = acc60 + v496;
+        let v497: f32 = mimir_round_bf16(acc60) + v496;
         let v498: f32 = mimir_gelu(v497);
         let v499: f32 = mimir_round_bf16(v498);
         scratch0[i495] = v499;
@@ -1236,7 +1236,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row10 < u.N) && (col21 < u.M)) {
         let i500: u32 = row10 * u.M + col21;
         let v501: f32 = b[col21];
-        let v502: f32 = acc61 + v501;
+        let v502: f32 = mimir_round_bf16(acc61) + v501;
         let v503: f32 = mimir_gelu(v502);
         let v504: f32 = mimir_round_bf16(v503);
         scratch0[i500] = v504;
@@ -1244,7 +1244,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row11 < u.N) && (col14 < u.M)) {
         let i505: u32 = row11 * u.M + col14;
         let v506: f32 = b[col14];
-        let v507: f32 = acc62 + v506;
+        let v507: f32 = mimir_round_bf16(acc62) + v506;
         let v508: f32 = mimir_gelu(v507);
         let v509: f32 = mimir_round_bf16(v508);
         scratch0[i505] = v509;
@@ -1252,7 +1252,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row11 < u.N) && (col15 < u.M)) {
         let i510: u32 = row11 * u.M + col15;
         let v511: f32 = b[col15];
-        let v512: f32 = acc63 + v511;
+        let v512: f32 = mimir_round_bf16(acc63) + v511;
         let v513: f32 = mimir_gelu(v512);
         let v514: f32 = mimir_round_bf16(v513);
         scratch0[i510] = v514;
@@ -1260,7 +1260,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row11 < u.N) && (col16 < u.M)) {
         let i515: u32 = row11 * u.M + col16;
         let v516: f32 = b[col16];
-        let v517: f32 = acc64 + v516;
+        let v517: f32 = mimir_round_bf16(acc64) + v516;
         let v518: f32 = mimir_gelu(v517);
         let v519: f32 = mimir_round_bf16(v518);
         scratch0[i515] = v519;
@@ -1268,7 +1268,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row11 < u.N) && (col17 < u.M)) {
         let i520: u32 = row11 * u.M + col17;
         let v521: f32 = b[col17];
-        let v522: f32 = acc65 + v521;
+        let v522: f32 = mimir_round_bf16(acc65) + v521;
         let v523: f32 = mimir_gelu(v522);
         let v524: f32 = mimir_round_bf16(v523);
         scratch0[i520] = v524;
@@ -1276,7 +1276,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row11 < u.N) && (col18 < u.M)) {
         let i525: u32 = row11 * u.M + col18;
         let v526: f32 = b[col18];
-        let v527: f32 = acc66 + v526;
+        let v527: f32 = mimir_round_bf16(acc66) + v526;
         let v528: f32 = mimir_gelu(v527);
         let v529: f32 = mimir_round_bf16(v528);
         scratch0[i525] = v529;
@@ -1284,7 +1284,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row11 < u.N) && (col19 < u.M)) {
         let i530: u32 = row11 * u.M + col19;
         let v531: f32 = b[col19];
-        let v532: f32 = acc67 + v531;
+        let v532: f32 = mimir_round_bf16(acc67) + v531;
         let v533: f32 = mimir_gelu(v532);
         let v534: f32 = mimir_round_bf16(v533);
         scratch0[i530] = v534;
@@ -1292,7 +1292,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row11 < u.N) && (col20 < u.M)) {
         let i535: u32 = row11 * u.M + col20;
         let v536: f32 = b[col20];
-        let v537: f32 = acc68 + v536;
+        let v537: f32 = mimir_round_bf16(acc68) + v536;
         let v538: f32 = mimir_gelu(v537);
         let v539: f32 = mimir_round_bf16(v538);
         scratch0[i535] = v539;
@@ -1300,7 +1300,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row11 < u.N) && (col21 < u.M)) {
         let i540: u32 = row11 * u.M + col21;
         let v541: f32 = b[col21];
-        let v542: f32 = acc69 + v541;
+        let v542: f32 = mimir_round_bf16(acc69) + v541;
         let v543: f32 = mimir_gelu(v542);
         let v544: f32 = mimir_round_bf16(v543);
         scratch0[i540] = v544;
@@ -1308,7 +1308,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row12 < u.N) && (col14 < u.M)) {
         let i545: u32 = row12 * u.M + col14;
         let v546: f32 = b[col14];
-        let v547: f32 = acc70 + v546;
+        let v547: f32 = mimir_round_bf16(acc70) + v546;
         let v548: f32 = mimir_gelu(v547);
         let v549: f32 = mimir_round_bf16(v548);
         scratch0[i545] = v549;
@@ -1316,7 +1316,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row12 < u.N) && (col15 < u.M)) {
         let i550: u32 = row12 * u.M + col15;
         let v551: f32 = b[col15];
-        let v552: f32 = acc71 + v551;
+        let v552: f32 = mimir_round_bf16(acc71) + v551;
         let v553: f32 = mimir_gelu(v552);
         let v554: f32 = mimir_round_bf16(v553);
         scratch0[i550] = v554;
@@ -1324,7 +1324,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row12 < u.N) && (col16 < u.M)) {
         let i555: u32 = row12 * u.M + col16;
         let v556: f32 = b[col16];
-        let v557: f32 = acc72 + v556;
+        let v557: f32 = mimir_round_bf16(acc72) + v556;
         let v558: f32 = mimir_gelu(v557);
         let v559: f32 = mimir_round_bf16(v558);
         scratch0[i555] = v559;
@@ -1332,7 +1332,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row12 < u.N) && (col17 < u.M)) {
         let i560: u32 = row12 * u.M + col17;
         let v561: f32 = b[col17];
-        let v562: f32 = acc73 + v561;
+        let v562: f32 = mimir_round_bf16(acc73) + v561;
         let v563: f32 = mimir_gelu(v562);
         let v564: f32 = mimir_round_bf16(v563);
         scratch0[i560] = v564;
@@ -1340,7 +1340,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row12 < u.N) && (col18 < u.M)) {
         let i565: u32 = row12 * u.M + col18;
         let v566: f32 = b[col18];
-        let v567: f32 = acc74 + v566;
+        let v567: f32 = mimir_round_bf16(acc74) + v566;
         let v568: f32 = mimir_gelu(v567);
         let v569: f32 = mimir_round_bf16(v568);
         scratch0[i565] = v569;
@@ -1348,7 +1348,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row12 < u.N) && (col19 < u.M)) {
         let i570: u32 = row12 * u.M + col19;
         let v571: f32 = b[col19];
-        let v572: f32 = acc75 + v571;
+        let v572: f32 = mimir_round_bf16(acc75) + v571;
         let v573: f32 = mimir_gelu(v572);
         let v574: f32 = mimir_round_bf16(v573);
         scratch0[i570] = v574;
@@ -1356,7 +1356,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row12 < u.N) && (col20 < u.M)) {
         let i575: u32 = row12 * u.M + col20;
         let v576: f32 = b[col20];
-        let v577: f32 = acc76 + v576;
+        let v577: f32 = mimir_round_bf16(acc76) + v576;
         let v578: f32 = mimir_gelu(v577);
         let v579: f32 = mimir_round_bf16(v578);
         scratch0[i575] = v579;
@@ -1364,7 +1364,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row12 < u.N) && (col21 < u.M)) {
         let i580: u32 = row12 * u.M + col21;
         let v581: f32 = b[col21];
-        let v582: f32 = acc77 + v581;
+        let v582: f32 = mimir_round_bf16(acc77) + v581;
         let v583: f32 = mimir_gelu(v582);
         let v584: f32 = mimir_round_bf16(v583);
         scratch0[i580] = v584;
@@ -1372,7 +1372,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row13 < u.N) && (col14 < u.M)) {
         let i585: u32 = row13 * u.M + col14;
         let v586: f32 = b[col14];
-        let v587: f32 = acc78 + v586;
+        let v587: f32 = mimir_round_bf16(acc78) + v586;
         let v588: f32 = mimir_gelu(v587);
         let v589: f32 = mimir_round_bf16(v588);
         scratch0[i585] = v589;
@@ -1380,7 +1380,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row13 < u.N) && (col15 < u.M)) {
         let i590: u32 = row13 * u.M + col15;
         let v591: f32 = b[col15];
-        let v592: f32 = acc79 + v591;
+        let v592: f32 = mimir_round_bf16(acc79) + v591;
         let v593: f32 = mimir_gelu(v592);
         let v594: f32 = mimir_round_bf16(v593);
         scratch0[i590] = v594;
@@ -1388,7 +1388,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row13 < u.N) && (col16 < u.M)) {
         let i595: u32 = row13 * u.M + col16;
         let v596: f32 = b[col16];
-        let v597: f32 = acc80 + v596;
+        let v597: f32 = mimir_round_bf16(acc80) + v596;
         let v598: f32 = mimir_gelu(v597);
         let v599: f32 = mimir_round_bf16(v598);
         scratch0[i595] = v599;
@@ -1396,7 +1396,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row13 < u.N) && (col17 < u.M)) {
         let i600: u32 = row13 * u.M + col17;
         let v601: f32 = b[col17];
-        let v602: f32 = acc81 + v601;
+        let v602: f32 = mimir_round_bf16(acc81) + v601;
         let v603: f32 = mimir_gelu(v602);
         let v604: f32 = mimir_round_bf16(v603);
         scratch0[i600] = v604;
@@ -1404,7 +1404,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row13 < u.N) && (col18 < u.M)) {
         let i605: u32 = row13 * u.M + col18;
         let v606: f32 = b[col18];
-        let v607: f32 = acc82 + v606;
+        let v607: f32 = mimir_round_bf16(acc82) + v606;
         let v608: f32 = mimir_gelu(v607);
         let v609: f32 = mimir_round_bf16(v608);
         scratch0[i605] = v609;
@@ -1412,7 +1412,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row13 < u.N) && (col19 < u.M)) {
         let i610: u32 = row13 * u.M + col19;
         let v611: f32 = b[col19];
-        let v612: f32 = acc83 + v611;
+        let v612: f32 = mimir_round_bf16(acc83) + v611;
         let v613: f32 = mimir_gelu(v612);
         let v614: f32 = mimir_round_bf16(v613);
         scratch0[i610] = v614;
@@ -1420,7 +1420,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row13 < u.N) && (col20 < u.M)) {
         let i615: u32 = row13 * u.M + col20;
         let v616: f32 = b[col20];
-        let v617: f32 = acc84 + v616;
+        let v617: f32 = mimir_round_bf16(acc84) + v616;
         let v618: f32 = mimir_gelu(v617);
         let v619: f32 = mimir_round_bf16(v618);
         scratch0[i615] = v619;
@@ -1428,7 +1428,7 @@ fn bf16_linear_gelu_0_matmul(
     if ((row13 < u.N) && (col21 < u.M)) {
         let i620: u32 = row13 * u.M + col21;
         let v621: f32 = b[col21];
-        let v622: f32 = acc85 + v621;
+        let v622: f32 = mimir_round_bf16(acc85) + v621;
         let v623: f32 = mimir_gelu(v622);
         let v624: f32 = mimir_round_bf16(v623);
         scratch0[i620] = v624;
