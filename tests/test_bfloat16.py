@@ -78,15 +78,36 @@ def scale(x: Tensor[bfloat16, N], w: Tensor[float32, N]) -> Tensor[bfloat16, N]:
 """
 
 
-@pytest.mark.parametrize("backend", ["msl", "wgsl", "ptx", "spirv"])
-def test_every_backend_stores_bfloat16_through_a_packing_launch(backend: str) -> None:
-    """A bfloat16 result is stored as float32 scratch and packed two elements a word by a
-    launch of its own (`mimir.codegen.schedule.packing`): no two threads share a word.
-    Executed against the shim on every backend: `tests/kernels/half_storage.py`."""
-    result = compile_source("bf16.py", SOURCE, [backend])
+LAYER = """
+from mimir.array import Dim, Tensor, bfloat16, float32, gpu
+N = Dim("N")
+K = Dim("K", max=64)
+M = Dim("M")
+
+@gpu
+def layer(x: Tensor[bfloat16, N, K], w: Tensor[bfloat16, K, M]) -> Tensor[bfloat16, N, M]:
+    return (x @ w).gelu()
+"""
+
+
+def _launches(source: str, name: str, backend: str) -> tuple[dict, list[str]]:
+    result = compile_source("bf16.py", source, [backend])
     assert result.ok, [d.message for d in result.diagnostics]
-    manifest = json.loads(result.files["scale.manifest.json"])
+    manifest = json.loads(result.files[f"{name}.manifest.json"])
     buffers = {b["name"]: (b["role"], b["dtype"]) for b in manifest["buffers"]}
+    return buffers, [k["entry_point"].rsplit("_", 1)[-1] for k in manifest["kernels"]]
+
+
+@pytest.mark.parametrize("backend", ["msl", "wgsl", "ptx", "spirv"])
+def test_every_backend_stores_bfloat16_a_word_per_thread(backend: str) -> None:
+    """No two threads share a 32-bit word (`mimir.codegen.schedule.packing`): an
+    element-wise result is one launch whose threads compute a word each; a matmul's
+    epilogue goes to float32 scratch and a packing launch. Executed against the shim on
+    every backend: `tests/kernels/half_storage.py`, `half_kinds.py`."""
+    buffers, kinds = _launches(SOURCE, "scale", backend)
+    assert buffers["out"] == ("output", "bfloat16") and kinds == ["ew"]
+    assert not any(role == "scratch" for role, _ in buffers.values())
+    buffers, kinds = _launches(LAYER, "layer", backend)
     assert buffers["out"] == ("output", "bfloat16")
     assert buffers["scratch0"] == ("scratch", "float32")
-    assert [k["entry_point"].rsplit("_", 1)[-1] for k in manifest["kernels"]] == ["ew", "ew"]
+    assert kinds == ["matmul", "ew"]

@@ -3,7 +3,7 @@ handoff), a row max, a softmax, a scan, a row launch (layer norm), a mean beside
 a transpose, and a bfloat16 value a later matmul reads back from scratch (held as
 float32). Each stored through float32 scratch and a packing launch."""
 
-from mimir.array import Dim, Tensor, bfloat16, float32, gpu
+from mimir.array import Dim, InOut, Tensor, bfloat16, float32, gpu
 
 N = Dim("N")
 D = Dim("D")
@@ -51,3 +51,16 @@ def bf16_transposed(x: Tensor[bfloat16, N, D]) -> Tensor[bfloat16, D, N]:
 def bf16_chain(x: Tensor[float32, N, D], w: Tensor[float32, D, D]) -> Tensor[float32, N, D]:
     h = (x @ w).astype(bfloat16)
     return h.astype(float32) @ w
+
+
+@gpu
+def bf16_rotate(p: InOut[Tensor[bfloat16, N, 4]], r: Tensor[float32, 4, 4]):
+    """A thread per row reads the old row anywhere: stored through scratch, not packed
+    in place."""
+    p = (p.astype(float32) @ r).astype(bfloat16)
+
+
+@gpu
+def bf16_symmetrize(x: InOut[Tensor[bfloat16, D, D]]):
+    """Each thread owns an element and its mirror image: stored through scratch."""
+    x = x + x.T

@@ -119,10 +119,10 @@ def mirrored(c: KernelContext) -> Built:
 
 
 def packed(c: KernelContext) -> Built:
-    """A packing copy (`Elementwise.pack`): thread w reads elements 2w and 2w + 1 of a
-    bfloat16 value held as float32 and stores word w of the packed buffer, both halves at
-    once, so no two threads share a word. Past an odd count the last word's high half
-    is 0 (padding; the manifest's buffer is a whole number of words)."""
+    """A packing launch (`Elementwise.pack`): thread w computes elements 2w and 2w + 1 of a
+    bfloat16 value (or, a copy, reads them where they are held as float32) and stores word
+    w of the packed buffer, both halves at once, so no two threads share a word. Past an
+    odd count the last word's high half is 0 (padding; the buffer is whole words)."""
     body, ev = c.body, c.ev
     node = c.plan.node
     shape = ev.shape(node)

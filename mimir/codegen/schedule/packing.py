@@ -14,17 +14,20 @@ float32 holds it exactly):
   stores each word from its two elements: one thread a word, both halves at once, each
   rounded to nearest even, nan as 0x7FC0.
 
-The in-place pass's copy of an `InOut` update out of scratch becomes a packing launch as
-it is. Launch order follows from the buffers (`passes.launch_order`): the packing launch
-reads the scratch its value was stored in, and writes the parameter after every launch
-that reads the old value.
+An element-wise launch of one bfloat16 result into outputs or `InOut` parameters (a
+thread per element) needs neither: it becomes a packing launch itself, each thread
+computing the two elements of its word. The in-place pass's copy of an `InOut` update
+out of scratch becomes a packing launch as it is. Launch order follows from the buffers
+(`passes.launch_order`): a packing launch reads the scratch its value was stored in, and
+writes the parameter after every launch that reads the old value.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from mimir.codegen.schedule.plan import BufferSpec, Elementwise
+from mimir.codegen.schedule.layout import row_per_thread
+from mimir.codegen.schedule.plan import BufferSpec, Elementwise, Plan
 from mimir.codegen.schedule.state import State
 from mimir.dtypes import bfloat16, float32
 
@@ -52,6 +55,21 @@ def pack_bfloat16(st: State) -> State:
     def is_param(n: int) -> bool:
         return bool(ev.node(ev.resolve(n))["kind"] == "param")
 
+    def packs_directly(plan: Plan) -> bool:
+        """An element-wise launch of one bfloat16 value into outputs or `InOut` parameters
+        only, a thread per element: a thread per word computes both elements of its word
+        and stores it. An in-place update stays safe: a thread reads the old value only at
+        the elements it stores (`inplace.write_in_place_is_safe`), both in its own word.
+        Not a thread per row (`p = p @ r` reads the old row anywhere), nor a mirrored one."""
+        return (
+            isinstance(plan, Elementwise)
+            and not plan.also
+            and not plan.mirror
+            and ev.dtype(plan.node) == bfloat16
+            and all(new.buffers[specs[b]].role != "scratch" for b in plan.writes)
+            and not row_per_thread(ev, st.g, plan, st.node_buffers)
+        )
+
     packs: list[Elementwise] = []
     for plan in list(new.plans):
         if isinstance(plan, Elementwise) and plan.copy:
@@ -61,6 +79,9 @@ def pack_bfloat16(st: State) -> State:
         if isinstance(plan, Elementwise) and not plan.also and is_param(plan.node):
             if ev.dtype(plan.node) == bfloat16:  # a parameter returned as it is: repacked
                 plan.copy = plan.pack = True
+            continue
+        if packs_directly(plan):
+            plan.pack = True  # computes both elements of each word itself: no scratch
             continue
         for node, bufs in plan.computed():
             if ev.dtype(node) != bfloat16:

@@ -83,7 +83,7 @@ class Elementwise(Plan):
     # an in-place `x = f(x, x.T)` of a square x: each thread computes an element and its
     # mirror image across the diagonal before it stores either (`kernels.elementwise`)
     mirror: bool = False
-    # a packing copy (with `copy`): `node` is a bfloat16 value held as float32 in scratch,
+    # a packing launch: `node`, a bfloat16 value (with `copy`: held as float32 in scratch),
     # stored two elements to a u32 word by each thread (`schedule.packing`)
     pack: bool = False
 
