@@ -111,3 +111,24 @@ def test_every_backend_stores_bfloat16_a_word_per_thread(backend: str) -> None:
     assert buffers["out"] == ("output", "bfloat16")
     assert buffers["scratch0"] == ("scratch", "float32")
     assert kinds == ["matmul", "ew"]
+
+
+INDEX_LEVEL = """
+from mimir.array import Dim, Tensor, bfloat16, gpu, program_id
+N = Dim("N")
+
+@gpu(grid=(N,))
+def copy(x: Tensor[bfloat16, N], out: Tensor[bfloat16, N]):
+    i = program_id(0)
+    out[i] = x[i]
+"""
+
+
+@pytest.mark.parametrize("backend", ["msl", "wgsl", "ptx", "spirv"])
+def test_index_level_kernels_refuse_bfloat16_naming_the_backends(backend: str) -> None:
+    """A program of an index-level kernel stores one element: it would share its word
+    with the next program's, so bfloat16 stays a coded refusal there."""
+    result = compile_source("bf16.py", INDEX_LEVEL, [backend])
+    (d,) = result.diagnostics
+    assert d.code == "GPU070" and "bfloat16" in d.message and backend in d.message
+    assert not result.files
