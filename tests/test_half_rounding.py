@@ -8,9 +8,10 @@ neighbours in `fractions.Fraction`, the nearer one, a tie to the even one, past 
 largest finite value inf). Then `round_to_half` (`tests/kernels/half_storage.py`) runs on
 MSL, WGSL, PTX and SPIR-V over ties, the overflow boundaries, subnormals, signed zeros,
 infinities, nan and random bit patterns, and every stored bit pattern must be the shim's:
-a float16 store is the target's f32 -> f16 conversion (`cvt.rn.f16.f32`, `half(x)`,
-`f16(x)`, `OpFConvert`), a bfloat16 store is integer arithmetic on the float32 bits
-(`mimir_bf16_bits`) in the packing launch.
+a float16 store is PTX's `cvt.rn.f16.f32` and MSL's `half(x)`, and on WGSL and SPIR-V
+(whose specifications let the conversion round either way) integer rounding first
+(`mimir_round_f16`, `lower.with_exact_half`); a bfloat16 value is rounded in integer
+arithmetic on the float32 bits (`mimir_round_bf16`, `mimir_bf16_bits`) everywhere.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ SPECIAL: list[float] = [
     0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, math.nan,
     1 + 2**-11, 1 + 3 * 2**-11, -(1 + 2**-11), 2049.0, 2051.0,  # float16 ties
     65504.0, 65519.0, 65520.0, -65520.0, 65536.0, 1e5,  # float16 overflow
-    2**-24, 2**-25, 3 * 2**-25, 2**-26, 2**-14, 2**-14 - 2**-24, 1e-8, -1e-8,  # f16 subnormal
+    2**-24, 2**-25, 3 * 2**-25, 5 * 2**-25, 2**-26, 2**-14, 2**-14 - 2**-24,  # f16 subnormal
+    2**-14 - 2**-25, 2**-14 - 3 * 2**-25, -(3 * 2**-25), 1e-8, -1e-8, 6e-8, 5.9e-8,
     1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8), 256.5, 257.0,  # bfloat16 ties
     _f32(0x7F7FFFFF), _f32(0x7F7F7FFF), _f32(0x7F7F8000), _f32(0xFF7F8000),  # bf16 overflow
     _f32(0x00000001), _f32(0x00008000), _f32(0x00018000), _f32(0x807FFFFF),  # f32 subnormals

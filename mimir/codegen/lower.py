@@ -88,6 +88,7 @@ __all__ = [
     "round_to",
     "select",
     "to_storage",
+    "with_exact_half",
     "with_reduced_trig",
 ]
 
@@ -394,6 +395,23 @@ def _trig_call(e: Expr) -> Expr | None:
     return None
 
 
+def _half_cast(e: Expr) -> Expr | None:
+    if isinstance(e, Cast) and e.type == "f16" and e.a.type == "f32":
+        return Cast(call("mimir_round_f16", map_expr(e.a, _half_cast)), "f16")
+    return None
+
+
+def with_exact_half(kernel: Kernel) -> Kernel:
+    """`kernel` with every f32 -> f16 conversion rounded first by the `mimir_round_f16`
+    helper (integer arithmetic, to nearest even), so the conversion itself is exact.
+
+    For backends whose specification leaves that rounding to the implementation (WGSL:
+    either neighbour, and near 65504 the largest finite value or inf; Vulkan SPIR-V's
+    `OpFConvert` without a rounding-mode decoration): every target then stores the
+    float16 the shim does (`tests/test_half_rounding.py`)."""
+    return _with_rewrite(kernel, _half_cast)
+
+
 def with_reduced_trig(kernel: Kernel) -> Kernel:
     """`kernel` with every f32 `sin`/`cos` as a call of the `mimir_trig` helper.
 
@@ -401,8 +419,15 @@ def with_reduced_trig(kernel: Kernel) -> Kernel:
     `mimir_trig` reduces every float32 argument exactly (`mimir.codegen.helpers`).
     """
 
+    return _with_rewrite(kernel, _trig_call)
+
+
+def _with_rewrite(kernel: Kernel, rule: Callable[[Expr], Expr | None]) -> Kernel:
+    """`kernel` with `rule` applied to every expression of its body and helpers, and the
+    helpers the rewritten expressions call added."""
+
     def rewrite(body):
-        return fold_block(map_block(body, lambda e: map_expr(e, _trig_call)))
+        return fold_block(map_block(body, lambda e: map_expr(e, rule)))
 
     body = rewrite(kernel.body)
     helpers = [replace(h, body=tuple(rewrite(h.body))) for h in kernel.helpers]

@@ -14,6 +14,32 @@ struct Uniforms {
 var<workgroup> a_tile: array<f32, 2048>;
 var<workgroup> b_tile: array<f32, 2048>;
 
+fn mimir_round_f16(a: f32) -> f32 {
+    let bits: u32 = bitcast<u32>(a);
+    let sign: u32 = bits & 2147483648u;
+    let mag: u32 = bits & 2147483647u;
+    if (mag >= 2139095040u) {
+        return a;
+    }
+    if (mag >= 1199566848u) {
+        return bitcast<f32>(sign | 2139095040u);
+    }
+    if (mag >= 947912704u) {
+        return bitcast<f32>(sign | ((mag + 4095u + ((mag >> 13u) & 1u)) & 4294959104u));
+    }
+    if (mag <= 855638016u) {
+        return bitcast<f32>(sign);
+    }
+    let e: u32 = mag >> 23u;
+    let mant: u32 = (mag & 8388607u) | 8388608u;
+    let shift: u32 = 126u - e;
+    let q: u32 = mant >> shift;
+    let rem: u32 = mant & ((1u << shift) - 1u);
+    let halfway: u32 = 1u << (shift - 1u);
+    let rounded: u32 = q + select(0u, 1u, (rem > halfway) || ((rem == halfway) && ((q & 1u) != 0u)));
+    return bitcast<f32>(sign | bitcast<u32>(f32(rounded) * 5.9604645e-08f));
+}
+
 @compute @workgroup_size(16, 16, 1)
 fn f16_matmul_0_matmul(
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -895,258 +921,258 @@ fn f16_matmul_0_matmul(
     }
     if ((row6 < u.N) && (col14 < u.M)) {
         let i305: u32 = row6 * u.M + col14;
-        out[i305] = f16(f32(f16(acc22)));
+        out[i305] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc22)))));
     }
     if ((row6 < u.N) && (col15 < u.M)) {
         let i306: u32 = row6 * u.M + col15;
-        out[i306] = f16(f32(f16(acc23)));
+        out[i306] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc23)))));
     }
     if ((row6 < u.N) && (col16 < u.M)) {
         let i307: u32 = row6 * u.M + col16;
-        out[i307] = f16(f32(f16(acc24)));
+        out[i307] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc24)))));
     }
     if ((row6 < u.N) && (col17 < u.M)) {
         let i308: u32 = row6 * u.M + col17;
-        out[i308] = f16(f32(f16(acc25)));
+        out[i308] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc25)))));
     }
     if ((row6 < u.N) && (col18 < u.M)) {
         let i309: u32 = row6 * u.M + col18;
-        out[i309] = f16(f32(f16(acc26)));
+        out[i309] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc26)))));
     }
     if ((row6 < u.N) && (col19 < u.M)) {
         let i310: u32 = row6 * u.M + col19;
-        out[i310] = f16(f32(f16(acc27)));
+        out[i310] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc27)))));
     }
     if ((row6 < u.N) && (col20 < u.M)) {
         let i311: u32 = row6 * u.M + col20;
-        out[i311] = f16(f32(f16(acc28)));
+        out[i311] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc28)))));
     }
     if ((row6 < u.N) && (col21 < u.M)) {
         let i312: u32 = row6 * u.M + col21;
-        out[i312] = f16(f32(f16(acc29)));
+        out[i312] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc29)))));
     }
     if ((row7 < u.N) && (col14 < u.M)) {
         let i313: u32 = row7 * u.M + col14;
-        out[i313] = f16(f32(f16(acc30)));
+        out[i313] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc30)))));
     }
     if ((row7 < u.N) && (col15 < u.M)) {
         let i314: u32 = row7 * u.M + col15;
-        out[i314] = f16(f32(f16(acc31)));
+        out[i314] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc31)))));
     }
     if ((row7 < u.N) && (col16 < u.M)) {
         let i315: u32 = row7 * u.M + col16;
-        out[i315] = f16(f32(f16(acc32)));
+        out[i315] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc32)))));
     }
     if ((row7 < u.N) && (col17 < u.M)) {
         let i316: u32 = row7 * u.M + col17;
-        out[i316] = f16(f32(f16(acc33)));
+        out[i316] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc33)))));
     }
     if ((row7 < u.N) && (col18 < u.M)) {
         let i317: u32 = row7 * u.M + col18;
-        out[i317] = f16(f32(f16(acc34)));
+        out[i317] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc34)))));
     }
     if ((row7 < u.N) && (col19 < u.M)) {
         let i318: u32 = row7 * u.M + col19;
-        out[i318] = f16(f32(f16(acc35)));
+        out[i318] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc35)))));
     }
     if ((row7 < u.N) && (col20 < u.M)) {
         let i319: u32 = row7 * u.M + col20;
-        out[i319] = f16(f32(f16(acc36)));
+        out[i319] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc36)))));
     }
     if ((row7 < u.N) && (col21 < u.M)) {
         let i320: u32 = row7 * u.M + col21;
-        out[i320] = f16(f32(f16(acc37)));
+        out[i320] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc37)))));
     }
     if ((row8 < u.N) && (col14 < u.M)) {
         let i321: u32 = row8 * u.M + col14;
-        out[i321] = f16(f32(f16(acc38)));
+        out[i321] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc38)))));
     }
     if ((row8 < u.N) && (col15 < u.M)) {
         let i322: u32 = row8 * u.M + col15;
-        out[i322] = f16(f32(f16(acc39)));
+        out[i322] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc39)))));
     }
     if ((row8 < u.N) && (col16 < u.M)) {
         let i323: u32 = row8 * u.M + col16;
-        out[i323] = f16(f32(f16(acc40)));
+        out[i323] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc40)))));
     }
     if ((row8 < u.N) && (col17 < u.M)) {
         let i324: u32 = row8 * u.M + col17;
-        out[i324] = f16(f32(f16(acc41)));
+        out[i324] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc41)))));
     }
     if ((row8 < u.N) && (col18 < u.M)) {
         let i325: u32 = row8 * u.M + col18;
-        out[i325] = f16(f32(f16(acc42)));
+        out[i325] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc42)))));
     }
     if ((row8 < u.N) && (col19 < u.M)) {
         let i326: u32 = row8 * u.M + col19;
-        out[i326] = f16(f32(f16(acc43)));
+        out[i326] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc43)))));
     }
     if ((row8 < u.N) && (col20 < u.M)) {
         let i327: u32 = row8 * u.M + col20;
-        out[i327] = f16(f32(f16(acc44)));
+        out[i327] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc44)))));
     }
     if ((row8 < u.N) && (col21 < u.M)) {
         let i328: u32 = row8 * u.M + col21;
-        out[i328] = f16(f32(f16(acc45)));
+        out[i328] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc45)))));
     }
     if ((row9 < u.N) && (col14 < u.M)) {
         let i329: u32 = row9 * u.M + col14;
-        out[i329] = f16(f32(f16(acc46)));
+        out[i329] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc46)))));
     }
     if ((row9 < u.N) && (col15 < u.M)) {
         let i330: u32 = row9 * u.M + col15;
-        out[i330] = f16(f32(f16(acc47)));
+        out[i330] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc47)))));
     }
     if ((row9 < u.N) && (col16 < u.M)) {
         let i331: u32 = row9 * u.M + col16;
-        out[i331] = f16(f32(f16(acc48)));
+        out[i331] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc48)))));
     }
     if ((row9 < u.N) && (col17 < u.M)) {
         let i332: u32 = row9 * u.M + col17;
-        out[i332] = f16(f32(f16(acc49)));
+        out[i332] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc49)))));
     }
     if ((row9 < u.N) && (col18 < u.M)) {
         let i333: u32 = row9 * u.M + col18;
-        out[i333] = f16(f32(f16(acc50)));
+        out[i333] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc50)))));
     }
     if ((row9 < u.N) && (col19 < u.M)) {
         let i334: u32 = row9 * u.M + col19;
-        out[i334] = f16(f32(f16(acc51)));
+        out[i334] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc51)))));
     }
     if ((row9 < u.N) && (col20 < u.M)) {
         let i335: u32 = row9 * u.M + col20;
-        out[i335] = f16(f32(f16(acc52)));
+        out[i335] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc52)))));
     }
     if ((row9 < u.N) && (col21 < u.M)) {
         let i336: u32 = row9 * u.M + col21;
-        out[i336] = f16(f32(f16(acc53)));
+        out[i336] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc53)))));
     }
     if ((row10 < u.N) && (col14 < u.M)) {
         let i337: u32 = row10 * u.M + col14;
-        out[i337] = f16(f32(f16(acc54)));
+        out[i337] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc54)))));
     }
     if ((row10 < u.N) && (col15 < u.M)) {
         let i338: u32 = row10 * u.M + col15;
-        out[i338] = f16(f32(f16(acc55)));
+        out[i338] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc55)))));
     }
     if ((row10 < u.N) && (col16 < u.M)) {
         let i339: u32 = row10 * u.M + col16;
-        out[i339] = f16(f32(f16(acc56)));
+        out[i339] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc56)))));
     }
     if ((row10 < u.N) && (col17 < u.M)) {
         let i340: u32 = row10 * u.M + col17;
-        out[i340] = f16(f32(f16(acc57)));
+        out[i340] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc57)))));
     }
     if ((row10 < u.N) && (col18 < u.M)) {
         let i341: u32 = row10 * u.M + col18;
-        out[i341] = f16(f32(f16(acc58)));
+        out[i341] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc58)))));
     }
     if ((row10 < u.N) && (col19 < u.M)) {
         let i342: u32 = row10 * u.M + col19;
-        out[i342] = f16(f32(f16(acc59)));
+        out[i342] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc59)))));
     }
     if ((row10 < u.N) && (col20 < u.M)) {
         let i343: u32 = row10 * u.M + col20;
-        out[i343] = f16(f32(f16(acc60)));
+        out[i343] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc60)))));
     }
     if ((row10 < u.N) && (col21 < u.M)) {
         let i344: u32 = row10 * u.M + col21;
-        out[i344] = f16(f32(f16(acc61)));
+        out[i344] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc61)))));
     }
     if ((row11 < u.N) && (col14 < u.M)) {
         let i345: u32 = row11 * u.M + col14;
-        out[i345] = f16(f32(f16(acc62)));
+        out[i345] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc62)))));
     }
     if ((row11 < u.N) && (col15 < u.M)) {
         let i346: u32 = row11 * u.M + col15;
-        out[i346] = f16(f32(f16(acc63)));
+        out[i346] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc63)))));
     }
     if ((row11 < u.N) && (col16 < u.M)) {
         let i347: u32 = row11 * u.M + col16;
-        out[i347] = f16(f32(f16(acc64)));
+        out[i347] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc64)))));
     }
     if ((row11 < u.N) && (col17 < u.M)) {
         let i348: u32 = row11 * u.M + col17;
-        out[i348] = f16(f32(f16(acc65)));
+        out[i348] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc65)))));
     }
     if ((row11 < u.N) && (col18 < u.M)) {
         let i349: u32 = row11 * u.M + col18;
-        out[i349] = f16(f32(f16(acc66)));
+        out[i349] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc66)))));
     }
     if ((row11 < u.N) && (col19 < u.M)) {
         let i350: u32 = row11 * u.M + col19;
-        out[i350] = f16(f32(f16(acc67)));
+        out[i350] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc67)))));
     }
     if ((row11 < u.N) && (col20 < u.M)) {
         let i351: u32 = row11 * u.M + col20;
-        out[i351] = f16(f32(f16(acc68)));
+        out[i351] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc68)))));
     }
     if ((row11 < u.N) && (col21 < u.M)) {
         let i352: u32 = row11 * u.M + col21;
-        out[i352] = f16(f32(f16(acc69)));
+        out[i352] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc69)))));
     }
     if ((row12 < u.N) && (col14 < u.M)) {
         let i353: u32 = row12 * u.M + col14;
-        out[i353] = f16(f32(f16(acc70)));
+        out[i353] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc70)))));
     }
     if ((row12 < u.N) && (col15 < u.M)) {
         let i354: u32 = row12 * u.M + col15;
-        out[i354] = f16(f32(f16(acc71)));
+        out[i354] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc71)))));
     }
     if ((row12 < u.N) && (col16 < u.M)) {
         let i355: u32 = row12 * u.M + col16;
-        out[i355] = f16(f32(f16(acc72)));
+        out[i355] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc72)))));
     }
     if ((row12 < u.N) && (col17 < u.M)) {
         let i356: u32 = row12 * u.M + col17;
-        out[i356] = f16(f32(f16(acc73)));
+        out[i356] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc73)))));
     }
     if ((row12 < u.N) && (col18 < u.M)) {
         let i357: u32 = row12 * u.M + col18;
-        out[i357] = f16(f32(f16(acc74)));
+        out[i357] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc74)))));
     }
     if ((row12 < u.N) && (col19 < u.M)) {
         let i358: u32 = row12 * u.M + col19;
-        out[i358] = f16(f32(f16(acc75)));
+        out[i358] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc75)))));
     }
     if ((row12 < u.N) && (col20 < u.M)) {
         let i359: u32 = row12 * u.M + col20;
-        out[i359] = f16(f32(f16(acc76)));
+        out[i359] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc76)))));
     }
     if ((row12 < u.N) && (col21 < u.M)) {
         let i360: u32 = row12 * u.M + col21;
-        out[i360] = f16(f32(f16(acc77)));
+        out[i360] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc77)))));
     }
     if ((row13 < u.N) && (col14 < u.M)) {
         let i361: u32 = row13 * u.M + col14;
-        out[i361] = f16(f32(f16(acc78)));
+        out[i361] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc78)))));
     }
     if ((row13 < u.N) && (col15 < u.M)) {
         let i362: u32 = row13 * u.M + col15;
-        out[i362] = f16(f32(f16(acc79)));
+        out[i362] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc79)))));
     }
     if ((row13 < u.N) && (col16 < u.M)) {
         let i363: u32 = row13 * u.M + col16;
-        out[i363] = f16(f32(f16(acc80)));
+        out[i363] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc80)))));
     }
     if ((row13 < u.N) && (col17 < u.M)) {
         let i364: u32 = row13 * u.M + col17;
-        out[i364] = f16(f32(f16(acc81)));
+        out[i364] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc81)))));
     }
     if ((row13 < u.N) && (col18 < u.M)) {
         let i365: u32 = row13 * u.M + col18;
-        out[i365] = f16(f32(f16(acc82)));
+        out[i365] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc82)))));
     }
     if ((row13 < u.N) && (col19 < u.M)) {
         let i366: u32 = row13 * u.M + col19;
-        out[i366] = f16(f32(f16(acc83)));
+        out[i366] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc83)))));
     }
     if ((row13 < u.N) && (col20 < u.M)) {
         let i367: u32 = row13 * u.M + col20;
-        out[i367] = f16(f32(f16(acc84)));
+        out[i367] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc84)))));
     }
     if ((row13 < u.N) && (col21 < u.M)) {
         let i368: u32 = row13 * u.M + col21;
-        out[i368] = f16(f32(f16(acc85)));
+        out[i368] = f16(mimir_round_f16(f32(f16(mimir_round_f16(acc85)))));
     }
 }

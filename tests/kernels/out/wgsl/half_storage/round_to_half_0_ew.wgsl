@@ -10,6 +10,32 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
 
+fn mimir_round_f16(a: f32) -> f32 {
+    let bits: u32 = bitcast<u32>(a);
+    let sign: u32 = bits & 2147483648u;
+    let mag: u32 = bits & 2147483647u;
+    if (mag >= 2139095040u) {
+        return a;
+    }
+    if (mag >= 1199566848u) {
+        return bitcast<f32>(sign | 2139095040u);
+    }
+    if (mag >= 947912704u) {
+        return bitcast<f32>(sign | ((mag + 4095u + ((mag >> 13u) & 1u)) & 4294959104u));
+    }
+    if (mag <= 855638016u) {
+        return bitcast<f32>(sign);
+    }
+    let e: u32 = mag >> 23u;
+    let mant: u32 = (mag & 8388607u) | 8388608u;
+    let shift: u32 = 126u - e;
+    let q: u32 = mant >> shift;
+    let rem: u32 = mant & ((1u << shift) - 1u);
+    let halfway: u32 = 1u << (shift - 1u);
+    let rounded: u32 = q + select(0u, 1u, (rem > halfway) || ((rem == halfway) && ((q & 1u) != 0u)));
+    return bitcast<f32>(sign | bitcast<u32>(f32(rounded) * 5.9604645e-08f));
+}
+
 fn mimir_round_bf16(a: f32) -> f32 {
     if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
         return a;
@@ -38,23 +64,23 @@ fn round_to_half_0_ew(
         let x_21: f32 = x[i3 + 2u];
         let x_22: f32 = x[i3 + 3u];
         let v7: f32 = x_19;
-        let v8: f32 = f32(f16(v7));
-        out0[i3] = f16(v8);
+        let v8: f32 = f32(f16(mimir_round_f16(v7)));
+        out0[i3] = f16(mimir_round_f16(v8));
         let v9: f32 = mimir_round_bf16(v7);
         let scratch0_23: f32 = v9;
         let v10: f32 = x_20;
-        let v11: f32 = f32(f16(v10));
-        out0[i4] = f16(v11);
+        let v11: f32 = f32(f16(mimir_round_f16(v10)));
+        out0[i4] = f16(mimir_round_f16(v11));
         let v12: f32 = mimir_round_bf16(v10);
         let scratch0_24: f32 = v12;
         let v13: f32 = x_21;
-        let v14: f32 = f32(f16(v13));
-        out0[i5] = f16(v14);
+        let v14: f32 = f32(f16(mimir_round_f16(v13)));
+        out0[i5] = f16(mimir_round_f16(v14));
         let v15: f32 = mimir_round_bf16(v13);
         let scratch0_25: f32 = v15;
         let v16: f32 = x_22;
-        let v17: f32 = f32(f16(v16));
-        out0[i6] = f16(v17);
+        let v17: f32 = f32(f16(mimir_round_f16(v16)));
+        out0[i6] = f16(mimir_round_f16(v17));
         let v18: f32 = mimir_round_bf16(v16);
         let scratch0_26: f32 = v18;
         scratch0[i3] = scratch0_23;
@@ -72,23 +98,23 @@ fn round_to_half_0_ew(
         let x_46: f32 = x[i28 + 2u];
         let x_47: f32 = x[i28 + 3u];
         let v32: f32 = x_44;
-        let v33: f32 = f32(f16(v32));
-        out0[i28] = f16(v33);
+        let v33: f32 = f32(f16(mimir_round_f16(v32)));
+        out0[i28] = f16(mimir_round_f16(v33));
         let v34: f32 = mimir_round_bf16(v32);
         let scratch0_48: f32 = v34;
         let v35: f32 = x_45;
-        let v36: f32 = f32(f16(v35));
-        out0[i29] = f16(v36);
+        let v36: f32 = f32(f16(mimir_round_f16(v35)));
+        out0[i29] = f16(mimir_round_f16(v36));
         let v37: f32 = mimir_round_bf16(v35);
         let scratch0_49: f32 = v37;
         let v38: f32 = x_46;
-        let v39: f32 = f32(f16(v38));
-        out0[i30] = f16(v39);
+        let v39: f32 = f32(f16(mimir_round_f16(v38)));
+        out0[i30] = f16(mimir_round_f16(v39));
         let v40: f32 = mimir_round_bf16(v38);
         let scratch0_50: f32 = v40;
         let v41: f32 = x_47;
-        let v42: f32 = f32(f16(v41));
-        out0[i31] = f16(v42);
+        let v42: f32 = f32(f16(mimir_round_f16(v41)));
+        out0[i31] = f16(mimir_round_f16(v42));
         let v43: f32 = mimir_round_bf16(v41);
         let scratch0_51: f32 = v43;
         scratch0[i28] = scratch0_48;
@@ -100,24 +126,24 @@ fn round_to_half_0_ew(
         let i52: u32 = q2 << 2u;
         if (i52 < u.N) {
             let v53: f32 = x[i52];
-            let v54: f32 = f32(f16(v53));
-            out0[i52] = f16(v54);
+            let v54: f32 = f32(f16(mimir_round_f16(v53)));
+            out0[i52] = f16(mimir_round_f16(v54));
             let v55: f32 = mimir_round_bf16(v53);
             scratch0[i52] = v55;
         }
         let i56: u32 = i52 + 1u;
         if (i56 < u.N) {
             let v57: f32 = x[i56];
-            let v58: f32 = f32(f16(v57));
-            out0[i56] = f16(v58);
+            let v58: f32 = f32(f16(mimir_round_f16(v57)));
+            out0[i56] = f16(mimir_round_f16(v58));
             let v59: f32 = mimir_round_bf16(v57);
             scratch0[i56] = v59;
         }
         let i60: u32 = i52 + 2u;
         if (i60 < u.N) {
             let v61: f32 = x[i60];
-            let v62: f32 = f32(f16(v61));
-            out0[i60] = f16(v62);
+            let v62: f32 = f32(f16(mimir_round_f16(v61)));
+            out0[i60] = f16(mimir_round_f16(v62));
             let v63: f32 = mimir_round_bf16(v61);
             scratch0[i60] = v63;
         }
