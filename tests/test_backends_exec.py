@@ -78,6 +78,11 @@ LOOSER: dict[tuple[str, str, str], tuple[float, float]] = {
     # whose partial sums reach ~30, so a reordering moves the result by ~sqrt(1600) ulps of
     # 30 (~8e-5), past the 1e-5 default though the kernel is right.
     ("gathers", "scatter_add_rows", "grad"): (1e-4, 1e-3),
+    # `(x @ w).astype(bfloat16) @ w`: where fma or the summation order moves the first
+    # product across a bfloat16 rounding boundary, that element of h moves by one bfloat16
+    # ulp (2**-8 relative), and the second product over D = 447 terms carries it: ~1e-2
+    # absolute on results of ~50, not a float32 rounding.
+    ("half_kinds", "bf16_chain", "out"): (2e-2, 5e-2),
 }
 
 

@@ -363,11 +363,75 @@ def _define_bfloat_helpers() -> None:
             Return(Bitcast(rounded, "f32")),
         ],
     )
+    # the 16 bits a packed bfloat16 buffer holds for an f32 value, in the low half of a
+    # u32: rounded to nearest even as `mimir_round_bf16`; any nan as the quiet 0x7FC0
+    # (the shim's nan), never truncated to inf by dropping a payload in the low bits
+    _helper(
+        "mimir_bf16_bits",
+        [("a", "f32")],
+        "u32",
+        [
+            If(isnan(a), [Return(const(0x7FC0, "u32"))]),
+            Let(bits, Bitcast(a, "u32")),
+            Return(Binary(">>", rounded, const(16, "u32"), "u32")),
+        ],
+    )
+
+
+def _define_half_helpers() -> None:
+    # float16 rounding in integer arithmetic, for targets whose f32 -> f16 conversion may
+    # round either way (WGSL, Vulkan SPIR-V: `with_exact_half`): the f32 whose value is
+    # the float16 nearest `a`, ties to even, so the conversion that follows is exact.
+    # Normal results drop 13 bits of the significand (a carry into the exponent is
+    # right); from 65520 (the tie above 65504, whose last bit is odd) up is inf; below
+    # 2**-14 the significand is shifted to a multiple of 2**-24, rounded, and scaled back
+    # as float32 (q <= 1024 and a power-of-two scale: exact in any rounding mode).
+    a, bits, mag, sign = _p("a", "f32"), _p("bits", "u32"), _p("mag", "u32"), _p("sign", "u32")
+    e, mant, shift = _p("e", "u32"), _p("mant", "u32"), _p("shift", "u32")
+    q, rem, halfway = _p("q", "u32"), _p("rem", "u32"), _p("halfway", "u32")
+
+    def u(v: int) -> Const:
+        return const(v, "u32")
+
+    def ub(op: str, x: Expr, y: Expr) -> Binary:
+        return Binary(op, x, y, "u32")
+
+    lsb = ub("&", ub(">>", mag, u(13)), u(1))
+    normal = ub("&", ub("+", ub("+", mag, u(0xFFF)), lsb), u(0xFFFFE000))
+    # up: past half a quantum, or at exactly half with q odd (ties to even)
+    odd = bin_("!=", ub("&", q, u(1)), u(0))
+    up = bin_("||", bin_(">", rem, halfway), bin_("&&", bin_("==", rem, halfway), odd))
+    rounded = _p("rounded", "u32")
+    scaled = bin_("*", Cast(rounded, "f32"), const(2.0**-24, "f32"))
+    inf_bits = Bitcast(ub("|", sign, u(0x7F800000)), "f32")
+    _helper(
+        "mimir_round_f16",
+        [("a", "f32")],
+        "f32",
+        [
+            Let(bits, Bitcast(a, "u32")),
+            Let(sign, ub("&", bits, u(0x80000000))),
+            Let(mag, ub("&", bits, u(0x7FFFFFFF))),
+            If(bin_(">=", mag, u(0x7F800000)), [Return(a)]),  # inf, nan
+            If(bin_(">=", mag, u(0x477FF000)), [Return(inf_bits)]),  # from 65520: inf
+            If(bin_(">=", mag, u(0x38800000)), [Return(Bitcast(ub("|", sign, normal), "f32"))]),
+            If(bin_("<=", mag, u(0x33000000)), [Return(Bitcast(sign, "f32"))]),  # <= 2**-25
+            Let(e, ub(">>", mag, u(23))),  # 102..112 here
+            Let(mant, ub("|", ub("&", mag, u(0x7FFFFF)), u(0x800000))),
+            Let(shift, ub("-", u(126), e)),  # 14..24: to a multiple of 2**-24
+            Let(q, ub(">>", mant, shift)),
+            Let(rem, ub("&", mant, ub("-", ub("<<", u(1), shift), u(1)))),
+            Let(halfway, ub("<<", u(1), ub("-", shift, u(1)))),
+            Let(rounded, ub("+", q, select(up, u(1), u(0)))),
+            Return(Bitcast(ub("|", sign, Bitcast(scaled, "u32")), "f32")),
+        ],
+    )
 
 
 _define_integer_helpers()
 _define_float_helpers()
 _define_bfloat_helpers()
+_define_half_helpers()
 
 
 # ---------------------------------------------------------------- sin and cos

@@ -82,11 +82,13 @@ __all__ = [
     "helpers_needed",
     "intrinsics_needed",
     "load_bfloat16",
+    "pack_bfloat16",
     "lower_element",
     "round_f16",
     "round_to",
     "select",
     "to_storage",
+    "with_exact_half",
     "with_reduced_trig",
 ]
 
@@ -99,7 +101,8 @@ REG: dict[DType, str] = {
     bfloat16: "f32",
 }
 # bfloat16 travels two to a u32 word (element 2k in the low half of word k), read with
-# `load_bfloat16`; no kernel writes it yet (the scheduler refuses a bfloat16 result).
+# `load_bfloat16` and written a whole word at a time by a packing launch
+# (`mimir.codegen.schedule.packing`, `pack_bfloat16`): no two threads share a word.
 STORAGE: dict[DType, str] = {
     bool_: "u32",
     int32: "i32",
@@ -329,6 +332,17 @@ def load_bfloat16(array: str, flat: Expr) -> Expr:
     return Bitcast(bits, "f32")
 
 
+def pack_bfloat16(low: Expr, high: Expr) -> Expr:
+    """One u32 word of a packed bfloat16 buffer from two f32 values: `low` (element 2k)
+    in bits 0-15, `high` (element 2k + 1) in bits 16-31, each rounded to nearest even."""
+    return Binary(
+        "|",
+        call("mimir_bf16_bits", low),
+        Binary("<<", call("mimir_bf16_bits", high), const(16, "u32"), "u32"),
+        "u32",
+    )
+
+
 # ---------------------------------------------------------------- conversions
 
 
@@ -421,6 +435,23 @@ def _trig_call(e: Expr) -> Expr | None:
     return None
 
 
+def _half_cast(e: Expr) -> Expr | None:
+    if isinstance(e, Cast) and e.type == "f16" and e.a.type == "f32":
+        return Cast(call("mimir_round_f16", map_expr(e.a, _half_cast)), "f16")
+    return None
+
+
+def with_exact_half(kernel: Kernel) -> Kernel:
+    """`kernel` with every f32 -> f16 conversion rounded first by the `mimir_round_f16`
+    helper (integer arithmetic, to nearest even), so the conversion itself is exact.
+
+    For backends whose specification leaves that rounding to the implementation (WGSL:
+    either neighbour, and near 65504 the largest finite value or inf; Vulkan SPIR-V's
+    `OpFConvert` without a rounding-mode decoration): every target then stores the
+    float16 the shim does (`tests/test_half_rounding.py`)."""
+    return _with_rewrite(kernel, _half_cast)
+
+
 def with_reduced_trig(kernel: Kernel) -> Kernel:
     """`kernel` with every f32 `sin`/`cos` as a call of the `mimir_trig` helper.
 
@@ -428,8 +459,15 @@ def with_reduced_trig(kernel: Kernel) -> Kernel:
     `mimir_trig` reduces every float32 argument exactly (`mimir.codegen.helpers`).
     """
 
+    return _with_rewrite(kernel, _trig_call)
+
+
+def _with_rewrite(kernel: Kernel, rule: Callable[[Expr], Expr | None]) -> Kernel:
+    """`kernel` with `rule` applied to every expression of its body and helpers, and the
+    helpers the rewritten expressions call added."""
+
     def rewrite(body):
-        return fold_block(map_block(body, lambda e: map_expr(e, _trig_call)))
+        return fold_block(map_block(body, lambda e: map_expr(e, rule)))
 
     body = rewrite(kernel.body)
     helpers = [replace(h, body=tuple(rewrite(h.body))) for h in kernel.helpers]

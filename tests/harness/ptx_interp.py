@@ -883,7 +883,7 @@ def run_ptx_manifest_cpu(
     regions = []
     for k, buf in enumerate(manifest["buffers"]):
         count = mf.numel(mf.buffer_shape(buf, dims))
-        nbytes = count * mf.buffer_element_size(buf, "ptx")
+        nbytes = mf.buffer_bytes(buf, count, "ptx")
         if buf["role"] in ("input", "inout"):
             data = bytearray(mf.encode(values[buf["name"]], buf["dtype"]))
         elif kept is not None and buf["role"] == "scratch" and buf["name"] in kept:

@@ -1,32 +1,15 @@
-"""What no schedule may hold: sizes past 32-bit indices, bfloat16 stored, and the dims."""
+"""What no schedule may hold: sizes past 32-bit indices; and the dims."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from mimir.codegen import sizes as sz
-from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, CANNOT_SCHEDULE, RefusalError
+from mimir.codegen.refusal import CANNOT_SCHEDULE, RefusalError
 from mimir.codegen.schedule.plan import BufferSpec, Schedule
 from mimir.codegen.schedule.state import State
-from mimir.codegen.tensors import Evaluator
 from mimir.dims import Dim, Size, Solved, solve_dims
-from mimir.dtypes import bfloat16
 from mimir.parse.module import TensorAnnotation
-
-
-def refuse_bfloat16(ev: Evaluator, writes: dict[int, list[str]]) -> None:
-    """A kernel reads bfloat16 (two to a u32 word) but never writes it: two threads would
-    share each word. Refused loudly at the first value that would be stored."""
-    for n in sorted(writes):
-        if ev.dtype(n) == bfloat16:
-            node = ev.node(n)
-            raise RefusalError(
-                BACKEND_CANNOT_EMIT,
-                f"`{node['text']}` is bfloat16 and would be stored, which no backend (msl, "
-                "wgsl, ptx, spirv) emits yet (bfloat16 is read two to a 32-bit word); "
-                "store float32: end with `.astype(float32)`",
-                node["span"],
-            )
 
 
 def refuse_oversized(
@@ -95,12 +78,6 @@ def kernel_solves(kernel: Any) -> dict[str, Solved]:
         if isinstance(ann, TensorAnnotation)
     ]
     return {s.dim.name: s for s in solve_dims(shapes)}
-
-
-def refuse_bfloat16_stores(st: State) -> State:
-    """The pass of `refuse_bfloat16` over the values the launches store."""
-    refuse_bfloat16(st.ev, st.writes)
-    return st
 
 
 def finish(st: State) -> Schedule:

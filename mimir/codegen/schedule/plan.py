@@ -83,6 +83,9 @@ class Elementwise(Plan):
     # an in-place `x = f(x, x.T)` of a square x: each thread computes an element and its
     # mirror image across the diagonal before it stores either (`kernels.elementwise`)
     mirror: bool = False
+    # a packing launch: `node`, a bfloat16 value (with `copy`: held as float32 in scratch),
+    # stored two elements to a u32 word by each thread (`schedule.packing`)
+    pack: bool = False
 
     def outputs(self) -> Outputs:
         return [(self.node, self.writes), *self.also]

@@ -28,6 +28,7 @@ class SPIRV(Backend):
     intrinsics = {fn: fn for fn in INTRINSICS}
     device_fence = True  # OpMemoryBarrier at Device scope, buffers decorated Coherent
     full_range_trig = False  # GLSL.std.450 Sin/Cos: Vulkan bounds them on [-pi, pi] only
+    nearest_even_half = False  # Vulkan leaves OpFConvert's rounding to the driver
 
     def check(self, kernel: Kernel) -> str | None:
         """The base checks, then every operator, intrinsic and built-in against the tables."""
