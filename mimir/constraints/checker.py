@@ -743,6 +743,14 @@ class KernelChecker:
             axis = self._axis_arg(kwargs.get("axis"), spec, allow_tuple=False, allow_none=True)
             shape = self._rule(sh.scan, x.shape, axis, spec.name)
             return TensorVal(shape, self._dtype_rule(spec, [x.dtype]))
+        if kind == "sort":
+            axis = self._axis_arg(kwargs.get("axis", SizeVal(Sym.const(-1))), spec)
+            self._bool_arg(kwargs.get("descending"), "descending")
+            shape = self._rule(sh.along_axis, x.shape, axis, spec.name)
+            result = TensorVal(shape, self._dtype_rule(spec, [x.dtype]), x.value_range)
+            if spec.name == "argsort":  # positions along the axis: [0, size)
+                result.value_range = (z3.IntVal(0), shape[axis % len(shape)].term)
+            return result
         if kind == "softmax":
             axis = self._axis_arg(kwargs.get("axis", SizeVal(Sym.const(-1))), spec)
             shape = self._rule(sh.along_axis, x.shape, axis, spec.name)

@@ -52,6 +52,9 @@ class OpSpec:
     - `join`: `concatenate((a, b, ...), axis)` / `stack((a, b, ...), axis)`
     - `argreduce`: `argmax` / `argmin` along one axis or all (int32, first index wins)
     - `moments`: `var` / `std` with `ddof`, two-pass (mean first) for stability
+    - `sort`: `sort` / `argsort` along one axis (`descending=False`), stable: equal keys
+      keep their order, a NaN sorts last ascending (NumPy) and first descending, and
+      -0.0 equals 0.0; `argsort` gives int32 indices
     """
 
     name: str
@@ -165,6 +168,8 @@ TABLE: tuple[OpSpec, ...] = (
     _method("log_softmax", "softmax", dr.floating),
     _method("argmax", "argreduce", dr.ordered),
     _method("argmin", "argreduce", dr.ordered),
+    _method("sort", "sort", dr.sortable),
+    _method("argsort", "sort", dr.sort_indices),
     _method("var", "moments", dr.floating),
     _method("std", "moments", dr.floating),
     # linear algebra and layout
@@ -223,6 +228,8 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
     "log_softmax": ("axis",),
     "argmax": ("axis", "keepdims"),
     "argmin": ("axis", "keepdims"),
+    "sort": ("axis", "descending"),
+    "argsort": ("axis", "descending"),
     "var": ("axis", "ddof", "keepdims"),
     "std": ("axis", "ddof", "keepdims"),
     "clip": ("lo", "hi"),
