@@ -123,7 +123,7 @@ def refuse_long_sorts(st: State) -> State:
         shown = sz.manifest_text(length) if not isinstance(length, int) else str(length)
         why = "has no upper bound" if bound is None else f"can be {bound} long"
         fix = (
-            f"declare the dim with `max=` of at most {SORT_LIMIT} (`Dim(\"{shown}\", "
+            f'declare the dim with `max=` of at most {SORT_LIMIT} (`Dim("{shown}", '
             f"max={SORT_LIMIT})`)"
             if not isinstance(length, int)
             else f"sort at most {SORT_LIMIT} elements along one axis"

@@ -1,0 +1,147 @@
+"""`sort` / `argsort`: the shim against NumPy (ascending) and PyTorch (descending), on random
+shapes with ties, NaNs and signed zeros; the codegen's refusal of unbounded or long axes.
+
+NumPy's `argsort(kind="stable")` is the ascending reference (a NaN last); PyTorch's
+`sort(descending=True, stable=True)` the descending one (a NaN first, equal keys in their
+order). -0.0 and 0.0 are equal keys, so their order is their positions'.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mimir.array import float32, int32, tensor, uint32
+from mimir.codegen import compile_source
+
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+
+SHAPES = st.lists(st.sampled_from([1, 2, 3, 5, 8]), min_size=1, max_size=3).map(tuple)
+# few distinct values, so ties are common, and the values that order oddly
+FLOATS = st.sampled_from([0.0, -0.0, 1.5, -1.5, 2.0, math.nan, math.inf, -math.inf, 1e-3])
+
+
+@st.composite
+def cases(draw):
+    shape = draw(SHAPES)
+    dtype = draw(st.sampled_from(["float32", "int32", "uint32"]))
+    count = int(np.prod(shape))
+    if dtype == "float32":
+        items = FLOATS
+    elif dtype == "int32":
+        items = st.sampled_from([-(2**31), -3, 0, 0, 7, 2**31 - 1])
+    else:
+        items = st.sampled_from([0, 1, 1, 2**32 - 1])
+    values = draw(st.lists(items, min_size=count, max_size=count))
+    axis = draw(st.integers(-len(shape), len(shape) - 1))
+    return np.array(values, dtype=dtype).reshape(shape), dtype, axis
+
+
+def _tensor(values: np.ndarray, dtype: str):
+    mdtype = {"float32": float32, "int32": int32, "uint32": uint32}[dtype]
+    return tensor(values.tolist(), dtype=mdtype)
+
+
+def _same(got, want: np.ndarray) -> None:
+    got_arr = np.array(got.tolist(), dtype=want.dtype).reshape(want.shape)
+    # bit for bit: NaN matches NaN, and -0.0 is told from 0.0 (which element landed where)
+    assert got_arr.tobytes() == want.tobytes(), (got_arr.tolist(), want.tolist())
+
+
+@SETTINGS
+@given(cases())
+def test_ascending_matches_numpy_stable(case) -> None:
+    values, dtype, axis = case
+    x = _tensor(values, dtype)
+    order = np.argsort(values, axis=axis, kind="stable")
+    _same(x.argsort(axis=axis), order.astype(np.int32))
+    _same(x.sort(axis=axis), np.take_along_axis(values, order, axis=axis))
+    assert x.argsort(axis=axis).dtype == int32 and x.sort(axis=axis).dtype == x.dtype
+
+
+@SETTINGS
+@given(cases())
+def test_descending_matches_torch_stable(case) -> None:
+    torch = pytest.importorskip("torch")
+    values, dtype, axis = case
+    x = _tensor(values, dtype)
+    wide = values.astype(np.float64 if dtype == "float32" else np.int64)
+    _, order = torch.sort(torch.from_numpy(wide), dim=axis, descending=True, stable=True)
+    order = order.numpy()
+    _same(x.argsort(axis=axis, descending=True), order.astype(np.int32))
+    _same(x.sort(axis=axis, descending=True), np.take_along_axis(values, order, axis=axis))
+
+
+def test_nan_last_ascending_first_descending_and_signed_zeros_keep_their_order() -> None:
+    nan = math.nan
+    x = tensor([[3.0, nan, -0.0, 0.0, 1.0, nan, -2.0]], dtype=float32)
+    assert x.argsort().tolist() == [[6, 2, 3, 4, 0, 1, 5]]
+    assert x.argsort(descending=True).tolist() == [[1, 5, 0, 4, 2, 3, 6]]
+    y = tensor([0.0, -0.0], dtype=float32)
+    assert [math.copysign(1, v) for v in y.sort().tolist()] == [1, -1]
+
+
+SOURCE = """\
+from mimir.array import Dim, Tensor, float32, gpu
+
+N = Dim("N")
+B = Dim("B", max=2048)
+F = Dim("F", max=4096)
+
+
+@gpu
+def bounded(x: Tensor[float32, N, B]) -> Tensor[float32, N, B]:
+    return x.sort()
+
+
+@gpu
+def unbounded(x: Tensor[float32, B, N]) -> Tensor[float32, B, N]:
+    return x.sort(axis=1)
+
+
+@gpu
+def too_long(x: Tensor[float32, F]) -> Tensor[float32, F]:
+    return x.sort()
+
+
+@gpu
+def literal(x: Tensor[float32, 3000]) -> Tensor[float32, 3000]:
+    return x.argsort().astype(float32)
+"""
+
+
+@pytest.mark.parametrize(
+    ("function", "words"),
+    [
+        ("unbounded", ["`.sort()` along axis 1 (size N) has no upper bound", 'Dim("N", max=2048)']),
+        ("too_long", ["(size F) can be 4096 long", "at most 2048"]),
+        ("literal", ["`.argsort()` along axis 0 (size 3000)", "at most 2048 elements"]),
+    ],
+)
+def test_an_axis_without_a_bound_that_fits_is_refused_naming_the_fix(function, words) -> None:
+    result = compile_source("s.py", SOURCE, ["all"], function=function)
+    assert [d.code for d in result.diagnostics] == ["GPU071"]
+    (d,) = result.diagnostics
+    for w in words:
+        assert w in d.message
+    lines = SOURCE.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"def {function}("))
+    assert d.span.line == start + 2  # the `return` line, 1-based
+    assert result.files == {}
+
+
+def test_an_axis_bounded_by_max_compiles_for_every_backend() -> None:
+    result = compile_source("s.py", SOURCE, ["all"], function="bounded")
+    assert result.ok
+    wgsl = next(v for k, v in result.files.items() if k.endswith(".wgsl"))
+    # 2048 keys and 2048 positions: 16 KiB, WebGPU's workgroup storage floor
+    assert "array<f32, 2048>" in wgsl and "array<u32, 2048>" in wgsl
