@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mimir.array import float32, int32, tensor, uint32
+from mimir.array import float32, int32, tensor, topk, uint32
 from mimir.codegen import compile_source
 
 SETTINGS = settings(
@@ -79,6 +79,26 @@ def test_descending_matches_torch_stable(case) -> None:
     order = order.numpy()
     _same(x.argsort(axis=axis, descending=True), order.astype(np.int32))
     _same(x.sort(axis=axis, descending=True), np.take_along_axis(values, order, axis=axis))
+
+
+@SETTINGS
+@given(cases(), st.integers(1, 8), st.booleans())
+def test_topk_matches_torch(case, k, largest) -> None:
+    """Values as `torch.topk`'s; positions the stable sort's first k (`torch.topk` leaves
+    the order of tied keys to its kernel)."""
+    torch = pytest.importorskip("torch")
+    values, dtype, axis = case
+    k = min(k, values.shape[axis])
+    x = _tensor(values, dtype)
+    got_values, got_positions = topk(x, k, axis=axis, largest=largest)
+    wide = torch.from_numpy(values.astype(np.float64 if dtype == "float32" else np.int64))
+    want, _ = torch.topk(wide, k, dim=axis, largest=largest, sorted=True)
+    want = want.numpy().astype(values.dtype)
+    np.testing.assert_array_equal(np.array(got_values.tolist(), dtype=values.dtype), want)
+    _, order = torch.sort(wide, dim=axis, descending=largest, stable=True)
+    first = order.numpy().take(range(k), axis=axis).astype(np.int32)
+    _same(got_positions, first)
+    assert got_positions.dtype == int32 and got_values.dtype == x.dtype
 
 
 def test_nan_last_ascending_first_descending_and_signed_zeros_keep_their_order() -> None:
