@@ -8,11 +8,16 @@ axis past `SORT_LIMIT` or without one). Each thread loads the elements `lid, lid
 `log2(P) * (log2(P) + 1) / 2` compare-exchange steps, a barrier after each; the steps'
 loop bounds are the same for every thread, so each barrier is in uniform control flow.
 
-The network compares (key, position) pairs: positions are distinct, so the order is
-strict and total and the result is the stable sort (equal keys keep their order). A
-NaN is larger than every number (last ascending, as NumPy; first descending), -0.0
-equals 0.0 (the positions decide), and the padding, whose positions are past the row's
-length, sorts after every element of the row whatever its key.
+Each value is held as a u32 whose unsigned order is the sort's (`order_key`): an int32's
+bits with the sign flipped; a float's with every bit flipped when negative and the sign
+set when not, every NaN the largest key (last ascending, as NumPy; first descending) and
+-0.0 the key of 0.0. Only integer compares, then: no target's fast math or flushing of
+subnormals can reorder them. The network compares (key, position) pairs: positions are
+distinct, so the order is strict and total and the result is the stable sort (equal
+keys keep their order); the padding, whose positions are past the row's length, sorts
+after every element of the row whatever its key. `sort` then reads each output's value
+back from the input at its sorted position (so a -0.0 or a NaN's bits come out as they
+went in), and `argsort` stores the position.
 
 A sort along another axis than the last reads and writes its row strided, through the
 positions of the other axes (as `scan` does).
@@ -22,12 +27,24 @@ from __future__ import annotations
 
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
-from mimir.codegen.builder import Idx, ibin, size_ir, u32
-from mimir.codegen.helpers import isnan, not_
-from mimir.codegen.ir import Barrier, Binary, Builtin, Cast, Expr, Load, SharedArray, Store
+from mimir.codegen.builder import Body, Idx, ibin, size_ir, u32
+from mimir.codegen.helpers import not_
+from mimir.codegen.ir import (
+    Barrier,
+    Binary,
+    Bitcast,
+    Builtin,
+    Cast,
+    Expr,
+    Load,
+    Select,
+    SharedArray,
+    Store,
+)
 from mimir.codegen.kernels.context import Built, KernelContext, reg_dtype
 from mimir.codegen.schedule.layout import WG
 from mimir.codegen.schedule.limits import SORT_LIMIT, sort_axis, sort_length
+from mimir.dtypes import DType, int32, uint32
 
 
 def _and(a: Expr, b: Expr) -> Expr:
@@ -36,6 +53,27 @@ def _and(a: Expr, b: Expr) -> Expr:
 
 def _or(a: Expr, b: Expr) -> Expr:
     return Binary("||", a, b, "bool")
+
+
+def order_key(body: Body, v: Expr, dtype: DType) -> Expr:
+    """A u32 whose unsigned order is the ascending sort order of `v` (float32, int32 or
+    uint32): NaNs (any sign or payload) the largest, -0.0 equal to 0.0."""
+    if dtype == uint32:
+        return v
+    if dtype == int32:
+        return Binary("^", Bitcast(v, "u32"), u32(0x80000000), "u32")
+    bits = body.let(Bitcast(v, "u32"), "bits")
+    magnitude = Binary("&", bits, u32(0x7FFFFFFF), "u32")
+    negative = Binary(">=", bits, u32(0x80000000), "bool")
+    ordered = Select(
+        negative,
+        Binary("^", bits, u32(0xFFFFFFFF), "u32"),
+        Binary("|", bits, u32(0x80000000), "u32"),
+        "u32",
+    )
+    zero = Select(Binary("==", magnitude, u32(0), "bool"), u32(0x80000000), ordered, "u32")
+    nan = Binary(">", magnitude, u32(0x7F800000), "bool")
+    return Select(nan, u32(0xFFFFFFFF), zero, "u32")
 
 
 def build(c: KernelContext) -> Built:
@@ -58,14 +96,12 @@ def build(c: KernelContext) -> Built:
     log = padded.bit_length() - 1
     width = min(WG, max(32, padded))
     kdt = reg_dtype(ev.dtype(x))
-    t = lw.REG[kdt]
-    is_float = kdt.is_float
 
     dispatch, row = c.groups(sz.product(list(other)))
     other_axes = Idx(other, flat=row).axes(body) if other else []
     lid = Builtin("local_x")
     keys, places = "$keys", "$places"
-    c.shared.append(SharedArray(keys, t, padded))
+    c.shared.append(SharedArray(keys, "u32", padded))
     c.shared.append(SharedArray(places, "u32", padded))
     n = size_ir(length)
     oshape = ev.shape(root)
@@ -88,26 +124,14 @@ def build(c: KernelContext) -> Built:
     def load(i: Expr) -> None:
         with body.if_(Binary("<", i, n, "bool")):
             src, _ = position(i)
-            body.emit(Store(keys, i, lw.convert(ev.at(x, src), ev.dtype(x), kdt)))
+            value = body.let(lw.convert(ev.at(x, src), ev.dtype(x), kdt), "v")
+            body.emit(Store(keys, i, body.let(order_key(body, value, kdt), "key")))
         with body.if_(Binary(">=", i, n, "bool")):
-            body.emit(Store(keys, i, lw.const(0, t)))
+            body.emit(Store(keys, i, u32(0)))
         body.emit(Store(places, i, i))
 
     each(load)
     body.emit(Barrier())
-
-    def precedes(p: Expr, q: Expr) -> Expr:
-        """Key p sorts strictly before key q."""
-        less = Binary(">" if descending else "<", p, q, "bool")
-        if not is_float:
-            return less
-        if descending:  # a NaN first
-            return _and(not_(isnan(q)), _or(isnan(p), less))
-        return _and(not_(isnan(p)), _or(isnan(q), less))
-
-    def equal(p: Expr, q: Expr) -> Expr:
-        same = Binary("==", p, q, "bool")
-        return _or(_and(isnan(p), isnan(q)), same) if is_float else same
 
     with body.for_("e_", u32(0), u32(log), u32(1), unroll=False) as e:
         k = body.let(Binary("<<", u32(2), e, "u32"), "k")
@@ -118,13 +142,14 @@ def build(c: KernelContext) -> Built:
             def exchange(i: Expr) -> None:
                 partner = body.let(Binary("^", i, j, "u32"), "l")
                 with body.if_(Binary(">", partner, i, "bool")):
-                    a = body.let(Load(keys, i, t), "a")
-                    b = body.let(Load(keys, partner, t), "b")
+                    a = body.let(Load(keys, i, "u32"), "a")
+                    b = body.let(Load(keys, partner, "u32"), "b")
                     pa = body.let(Load(places, i, "u32"), "pa")
                     pb = body.let(Load(places, partner, "u32"), "pb")
                     padding = _or(Binary(">=", pa, n, "bool"), Binary(">=", pb, n, "bool"))
                     by_place = Binary("<", pb, pa, "bool")
-                    by_key = _or(precedes(b, a), _and(equal(a, b), by_place))
+                    ahead = Binary(">" if descending else "<", b, a, "bool")
+                    by_key = _or(ahead, _and(Binary("==", a, b, "bool"), by_place))
                     b_first = body.let(_or(_and(padding, by_place), _and(not_(padding), by_key)))
                     up = body.let(Binary("==", Binary("&", i, k, "u32"), u32(0), "bool"), "up")
                     swap = _or(_and(up, b_first), _and(not_(up), not_(b_first)))
@@ -141,10 +166,12 @@ def build(c: KernelContext) -> Built:
 
     def store(i: Expr) -> None:
         with body.if_(Binary("<", i, n, "bool")):
-            if name == "sort":
-                value = lw.round_to(Load(keys, i, t), out)
+            place = body.let(Load(places, i, "u32"), "place")
+            if name == "sort":  # the input's value at the sorted position, bit for bit
+                src, _ = position(place)
+                value = lw.round_to(lw.convert(ev.at(x, src), ev.dtype(x), kdt), out)
             else:
-                value = Cast(Load(places, i, "u32"), lw.REG[out])
+                value = Cast(place, lw.REG[out])
             _, dst = position(i)
             c.write(dst, body.let(value, "y"))
 

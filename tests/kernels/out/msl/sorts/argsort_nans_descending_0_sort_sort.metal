@@ -26,9 +26,9 @@ kernel void argsort_nans_descending_0_sort_sort(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float s0_keys[64];
+    threadgroup uint s0_keys[64];
     threadgroup uint s0_places[64];
-    threadgroup float s1_keys[64];
+    threadgroup uint s1_keys[64];
     threadgroup uint s1_places[64];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 < u.N) {
@@ -45,46 +45,49 @@ kernel void argsort_nans_descending_0_sort_sort(
                 const bool s0_v5 = !((as_type<uint>(s0_v4) & 0x7fffffffu) > 0x7f800000u) && (s0_v4 > 0.5f);
                 const float s0_v6 = mimir_log(s0_v4);
                 const float s0_v7 = (s0_v5 ? 1.0f : s0_v6);
-                s0_keys[s0_i2] = s0_v7;
+                const uint s0_bits8 = as_type<uint>(s0_v7);
+                const uint s0_key9 = ((s0_bits8 & 2147483647u) > 2139095040u ? 4294967295u : ((s0_bits8 & 2147483647u) == 0u ? 2147483648u : (s0_bits8 >= 2147483648u ? s0_bits8 ^ 4294967295u : s0_bits8 | 2147483648u)));
+                s0_keys[s0_i2] = s0_key9;
             }
             if (s0_i2 >= u.L) {
-                s0_keys[s0_i2] = 0.0f;
+                s0_keys[s0_i2] = 0u;
             }
             s0_places[s0_i2] = s0_i2;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint s0_e_8 = 0u; s0_e_8 < 6u; s0_e_8 += 1u) {
-            const uint s0_k9 = 2u << s0_e_8;
-            const uint s0_half10 = 1u << s0_e_8;
-            for (uint s0_f_11 = 0u; s0_f_11 < s0_e_8 + 1u; s0_f_11 += 1u) {
-                const uint s0_j12 = s0_half10 >> s0_f_11;
-                for (uint s0_i0_13 = 0u; s0_i0_13 < 64u; s0_i0_13 += 64u) {
-                    const uint s0_i14 = s0_i0_13 + lid.x;
-                    const uint s0_l15 = s0_i14 ^ s0_j12;
-                    if (s0_l15 > s0_i14) {
-                        const float s0_a16 = s0_keys[s0_i14];
-                        const float s0_b17 = s0_keys[s0_l15];
-                        const uint s0_pa18 = s0_places[s0_i14];
-                        const uint s0_pb19 = s0_places[s0_l15];
-                        const bool s0_t20 = (((s0_pa18 >= u.L) || (s0_pb19 >= u.L)) && (s0_pb19 < s0_pa18)) || (!((s0_pa18 >= u.L) || (s0_pb19 >= u.L)) && ((!((as_type<uint>(s0_a16) & 0x7fffffffu) > 0x7f800000u) && (((as_type<uint>(s0_b17) & 0x7fffffffu) > 0x7f800000u) || (s0_b17 > s0_a16))) || (((((as_type<uint>(s0_a16) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(s0_b17) & 0x7fffffffu) > 0x7f800000u)) || (s0_a16 == s0_b17)) && (s0_pb19 < s0_pa18))));
-                        const bool s0_up21 = (s0_i14 & s0_k9) == 0u;
-                        if ((s0_up21 && s0_t20) || (!s0_up21 && !s0_t20)) {
-                            s0_keys[s0_i14] = s0_b17;
-                            s0_keys[s0_l15] = s0_a16;
-                            s0_places[s0_i14] = s0_pb19;
-                            s0_places[s0_l15] = s0_pa18;
+        for (uint s0_e_10 = 0u; s0_e_10 < 6u; s0_e_10 += 1u) {
+            const uint s0_k11 = 2u << s0_e_10;
+            const uint s0_half12 = 1u << s0_e_10;
+            for (uint s0_f_13 = 0u; s0_f_13 < s0_e_10 + 1u; s0_f_13 += 1u) {
+                const uint s0_j14 = s0_half12 >> s0_f_13;
+                for (uint s0_i0_15 = 0u; s0_i0_15 < 64u; s0_i0_15 += 64u) {
+                    const uint s0_i16 = s0_i0_15 + lid.x;
+                    const uint s0_l17 = s0_i16 ^ s0_j14;
+                    if (s0_l17 > s0_i16) {
+                        const uint s0_a18 = s0_keys[s0_i16];
+                        const uint s0_b19 = s0_keys[s0_l17];
+                        const uint s0_pa20 = s0_places[s0_i16];
+                        const uint s0_pb21 = s0_places[s0_l17];
+                        const bool s0_t22 = (((s0_pa20 >= u.L) || (s0_pb21 >= u.L)) && (s0_pb21 < s0_pa20)) || (!((s0_pa20 >= u.L) || (s0_pb21 >= u.L)) && ((s0_b19 > s0_a18) || ((s0_a18 == s0_b19) && (s0_pb21 < s0_pa20))));
+                        const bool s0_up23 = (s0_i16 & s0_k11) == 0u;
+                        if ((s0_up23 && s0_t22) || (!s0_up23 && !s0_t22)) {
+                            s0_keys[s0_i16] = s0_b19;
+                            s0_keys[s0_l17] = s0_a18;
+                            s0_places[s0_i16] = s0_pb21;
+                            s0_places[s0_l17] = s0_pa20;
                         }
                     }
                 }
                 threadgroup_barrier(mem_flags::mem_threadgroup);
             }
         }
-        for (uint s0_i0_22 = 0u; s0_i0_22 < 64u; s0_i0_22 += 64u) {
-            const uint s0_i23 = s0_i0_22 + lid.x;
-            if (s0_i23 < u.L) {
-                const int s0_y24 = int(s0_places[s0_i23]);
-                const uint s0_i25 = s0_g0 * u.L + s0_i23;
-                out0[s0_i25] = s0_y24;
+        for (uint s0_i0_24 = 0u; s0_i0_24 < 64u; s0_i0_24 += 64u) {
+            const uint s0_i25 = s0_i0_24 + lid.x;
+            if (s0_i25 < u.L) {
+                const uint s0_place26 = s0_places[s0_i25];
+                const int s0_y27 = int(s0_place26);
+                const uint s0_i28 = s0_g0 * u.L + s0_i25;
+                out0[s0_i28] = s0_y27;
             }
         }
     } else {
@@ -104,46 +107,53 @@ kernel void argsort_nans_descending_0_sort_sort(
                 const bool s1_v5 = !((as_type<uint>(s1_v4) & 0x7fffffffu) > 0x7f800000u) && (s1_v4 > 0.5f);
                 const float s1_v6 = mimir_log(s1_v4);
                 const float s1_v7 = (s1_v5 ? 1.0f : s1_v6);
-                s1_keys[s1_i2] = s1_v7;
+                const uint s1_bits8 = as_type<uint>(s1_v7);
+                const uint s1_key9 = ((s1_bits8 & 2147483647u) > 2139095040u ? 4294967295u : ((s1_bits8 & 2147483647u) == 0u ? 2147483648u : (s1_bits8 >= 2147483648u ? s1_bits8 ^ 4294967295u : s1_bits8 | 2147483648u)));
+                s1_keys[s1_i2] = s1_key9;
             }
             if (s1_i2 >= u.L) {
-                s1_keys[s1_i2] = 0.0f;
+                s1_keys[s1_i2] = 0u;
             }
             s1_places[s1_i2] = s1_i2;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint s1_e_8 = 0u; s1_e_8 < 6u; s1_e_8 += 1u) {
-            const uint s1_k9 = 2u << s1_e_8;
-            const uint s1_half10 = 1u << s1_e_8;
-            for (uint s1_f_11 = 0u; s1_f_11 < s1_e_8 + 1u; s1_f_11 += 1u) {
-                const uint s1_j12 = s1_half10 >> s1_f_11;
-                for (uint s1_i0_13 = 0u; s1_i0_13 < 64u; s1_i0_13 += 64u) {
-                    const uint s1_i14 = s1_i0_13 + lid.x;
-                    const uint s1_l15 = s1_i14 ^ s1_j12;
-                    if (s1_l15 > s1_i14) {
-                        const float s1_a16 = s1_keys[s1_i14];
-                        const float s1_b17 = s1_keys[s1_l15];
-                        const uint s1_pa18 = s1_places[s1_i14];
-                        const uint s1_pb19 = s1_places[s1_l15];
-                        const bool s1_t20 = (((s1_pa18 >= u.L) || (s1_pb19 >= u.L)) && (s1_pb19 < s1_pa18)) || (!((s1_pa18 >= u.L) || (s1_pb19 >= u.L)) && ((!((as_type<uint>(s1_a16) & 0x7fffffffu) > 0x7f800000u) && (((as_type<uint>(s1_b17) & 0x7fffffffu) > 0x7f800000u) || (s1_b17 > s1_a16))) || (((((as_type<uint>(s1_a16) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(s1_b17) & 0x7fffffffu) > 0x7f800000u)) || (s1_a16 == s1_b17)) && (s1_pb19 < s1_pa18))));
-                        const bool s1_up21 = (s1_i14 & s1_k9) == 0u;
-                        if ((s1_up21 && s1_t20) || (!s1_up21 && !s1_t20)) {
-                            s1_keys[s1_i14] = s1_b17;
-                            s1_keys[s1_l15] = s1_a16;
-                            s1_places[s1_i14] = s1_pb19;
-                            s1_places[s1_l15] = s1_pa18;
+        for (uint s1_e_10 = 0u; s1_e_10 < 6u; s1_e_10 += 1u) {
+            const uint s1_k11 = 2u << s1_e_10;
+            const uint s1_half12 = 1u << s1_e_10;
+            for (uint s1_f_13 = 0u; s1_f_13 < s1_e_10 + 1u; s1_f_13 += 1u) {
+                const uint s1_j14 = s1_half12 >> s1_f_13;
+                for (uint s1_i0_15 = 0u; s1_i0_15 < 64u; s1_i0_15 += 64u) {
+                    const uint s1_i16 = s1_i0_15 + lid.x;
+                    const uint s1_l17 = s1_i16 ^ s1_j14;
+                    if (s1_l17 > s1_i16) {
+                        const uint s1_a18 = s1_keys[s1_i16];
+                        const uint s1_b19 = s1_keys[s1_l17];
+                        const uint s1_pa20 = s1_places[s1_i16];
+                        const uint s1_pb21 = s1_places[s1_l17];
+                        const bool s1_t22 = (((s1_pa20 >= u.L) || (s1_pb21 >= u.L)) && (s1_pb21 < s1_pa20)) || (!((s1_pa20 >= u.L) || (s1_pb21 >= u.L)) && ((s1_b19 > s1_a18) || ((s1_a18 == s1_b19) && (s1_pb21 < s1_pa20))));
+                        const bool s1_up23 = (s1_i16 & s1_k11) == 0u;
+                        if ((s1_up23 && s1_t22) || (!s1_up23 && !s1_t22)) {
+                            s1_keys[s1_i16] = s1_b19;
+                            s1_keys[s1_l17] = s1_a18;
+                            s1_places[s1_i16] = s1_pb21;
+                            s1_places[s1_l17] = s1_pa20;
                         }
                     }
                 }
                 threadgroup_barrier(mem_flags::mem_threadgroup);
             }
         }
-        for (uint s1_i0_22 = 0u; s1_i0_22 < 64u; s1_i0_22 += 64u) {
-            const uint s1_i23 = s1_i0_22 + lid.x;
-            if (s1_i23 < u.L) {
-                const float s1_y24 = s1_keys[s1_i23];
-                const uint s1_i25 = s1_g0 * u.L + s1_i23;
-                out1[s1_i25] = s1_y24;
+        for (uint s1_i0_24 = 0u; s1_i0_24 < 64u; s1_i0_24 += 64u) {
+            const uint s1_i25 = s1_i0_24 + lid.x;
+            if (s1_i25 < u.L) {
+                const uint s1_place26 = s1_places[s1_i25];
+                const uint s1_i27 = s1_g0 * u.L + s1_place26;
+                const float s1_v28 = x[s1_i27];
+                const bool s1_v29 = !((as_type<uint>(s1_v28) & 0x7fffffffu) > 0x7f800000u) && (s1_v28 > 0.5f);
+                const float s1_v30 = mimir_log(s1_v28);
+                const float s1_v31 = (s1_v29 ? 1.0f : s1_v30);
+                const uint s1_i32 = s1_g0 * u.L + s1_i25;
+                out1[s1_i32] = s1_v31;
             }
         }
     }

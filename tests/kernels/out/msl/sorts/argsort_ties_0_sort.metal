@@ -28,7 +28,7 @@ kernel void argsort_ties_0_sort(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int keys[64];
+    threadgroup uint keys[64];
     threadgroup uint places[64];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
@@ -41,46 +41,48 @@ kernel void argsort_ties_0_sort(
             const float v4 = x[i3];
             const float v5 = v4 * 3.0f;
             const int v6 = mimir_f32_to_i32(v5);
-            keys[i2] = v6;
+            const uint key7 = as_type<uint>(v6) ^ 2147483648u;
+            keys[i2] = key7;
         }
         if (i2 >= u.L) {
-            keys[i2] = 0;
+            keys[i2] = 0u;
         }
         places[i2] = i2;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint e_7 = 0u; e_7 < 6u; e_7 += 1u) {
-        const uint k8 = 2u << e_7;
-        const uint half9 = 1u << e_7;
-        for (uint f_10 = 0u; f_10 < e_7 + 1u; f_10 += 1u) {
-            const uint j11 = half9 >> f_10;
-            for (uint i0_12 = 0u; i0_12 < 64u; i0_12 += 64u) {
-                const uint i13 = i0_12 + lid.x;
-                const uint l14 = i13 ^ j11;
-                if (l14 > i13) {
-                    const int a15 = keys[i13];
-                    const int b16 = keys[l14];
-                    const uint pa17 = places[i13];
-                    const uint pb18 = places[l14];
-                    const bool t19 = (((pa17 >= u.L) || (pb18 >= u.L)) && (pb18 < pa17)) || (!((pa17 >= u.L) || (pb18 >= u.L)) && ((b16 < a15) || ((a15 == b16) && (pb18 < pa17))));
-                    const bool up20 = (i13 & k8) == 0u;
-                    if ((up20 && t19) || (!up20 && !t19)) {
-                        keys[i13] = b16;
-                        keys[l14] = a15;
-                        places[i13] = pb18;
-                        places[l14] = pa17;
+    for (uint e_8 = 0u; e_8 < 6u; e_8 += 1u) {
+        const uint k9 = 2u << e_8;
+        const uint half10 = 1u << e_8;
+        for (uint f_11 = 0u; f_11 < e_8 + 1u; f_11 += 1u) {
+            const uint j12 = half10 >> f_11;
+            for (uint i0_13 = 0u; i0_13 < 64u; i0_13 += 64u) {
+                const uint i14 = i0_13 + lid.x;
+                const uint l15 = i14 ^ j12;
+                if (l15 > i14) {
+                    const uint a16 = keys[i14];
+                    const uint b17 = keys[l15];
+                    const uint pa18 = places[i14];
+                    const uint pb19 = places[l15];
+                    const bool t20 = (((pa18 >= u.L) || (pb19 >= u.L)) && (pb19 < pa18)) || (!((pa18 >= u.L) || (pb19 >= u.L)) && ((b17 < a16) || ((a16 == b17) && (pb19 < pa18))));
+                    const bool up21 = (i14 & k9) == 0u;
+                    if ((up21 && t20) || (!up21 && !t20)) {
+                        keys[i14] = b17;
+                        keys[l15] = a16;
+                        places[i14] = pb19;
+                        places[l15] = pa18;
                     }
                 }
             }
             threadgroup_barrier(mem_flags::mem_threadgroup);
         }
     }
-    for (uint i0_21 = 0u; i0_21 < 64u; i0_21 += 64u) {
-        const uint i22 = i0_21 + lid.x;
-        if (i22 < u.L) {
-            const int y23 = int(places[i22]);
-            const uint i24 = g0 * u.L + i22;
-            out[i24] = y23;
+    for (uint i0_22 = 0u; i0_22 < 64u; i0_22 += 64u) {
+        const uint i23 = i0_22 + lid.x;
+        if (i23 < u.L) {
+            const uint place24 = places[i23];
+            const int y25 = int(place24);
+            const uint i26 = g0 * u.L + i23;
+            out[i26] = y25;
         }
     }
 }

@@ -15,7 +15,7 @@ kernel void gather_sorted_0_sort(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float keys[64];
+    threadgroup uint keys[64];
     threadgroup uint places[64];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 >= u.N) {
@@ -26,46 +26,49 @@ kernel void gather_sorted_0_sort(
         if (i2 < u.L) {
             const uint i3 = g0 * u.L + i2;
             const float v4 = x[i3];
-            keys[i2] = v4;
+            const uint bits5 = as_type<uint>(v4);
+            const uint key6 = ((bits5 & 2147483647u) > 2139095040u ? 4294967295u : ((bits5 & 2147483647u) == 0u ? 2147483648u : (bits5 >= 2147483648u ? bits5 ^ 4294967295u : bits5 | 2147483648u)));
+            keys[i2] = key6;
         }
         if (i2 >= u.L) {
-            keys[i2] = 0.0f;
+            keys[i2] = 0u;
         }
         places[i2] = i2;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint e_5 = 0u; e_5 < 6u; e_5 += 1u) {
-        const uint k6 = 2u << e_5;
-        const uint half7 = 1u << e_5;
-        for (uint f_8 = 0u; f_8 < e_5 + 1u; f_8 += 1u) {
-            const uint j9 = half7 >> f_8;
-            for (uint i0_10 = 0u; i0_10 < 64u; i0_10 += 64u) {
-                const uint i11 = i0_10 + lid.x;
-                const uint l12 = i11 ^ j9;
-                if (l12 > i11) {
-                    const float a13 = keys[i11];
-                    const float b14 = keys[l12];
-                    const uint pa15 = places[i11];
-                    const uint pb16 = places[l12];
-                    const bool t17 = (((pa15 >= u.L) || (pb16 >= u.L)) && (pb16 < pa15)) || (!((pa15 >= u.L) || (pb16 >= u.L)) && ((!((as_type<uint>(b14) & 0x7fffffffu) > 0x7f800000u) && (((as_type<uint>(a13) & 0x7fffffffu) > 0x7f800000u) || (b14 < a13))) || (((((as_type<uint>(a13) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(b14) & 0x7fffffffu) > 0x7f800000u)) || (a13 == b14)) && (pb16 < pa15))));
-                    const bool up18 = (i11 & k6) == 0u;
-                    if ((up18 && t17) || (!up18 && !t17)) {
-                        keys[i11] = b14;
-                        keys[l12] = a13;
-                        places[i11] = pb16;
-                        places[l12] = pa15;
+    for (uint e_7 = 0u; e_7 < 6u; e_7 += 1u) {
+        const uint k8 = 2u << e_7;
+        const uint half9 = 1u << e_7;
+        for (uint f_10 = 0u; f_10 < e_7 + 1u; f_10 += 1u) {
+            const uint j11 = half9 >> f_10;
+            for (uint i0_12 = 0u; i0_12 < 64u; i0_12 += 64u) {
+                const uint i13 = i0_12 + lid.x;
+                const uint l14 = i13 ^ j11;
+                if (l14 > i13) {
+                    const uint a15 = keys[i13];
+                    const uint b16 = keys[l14];
+                    const uint pa17 = places[i13];
+                    const uint pb18 = places[l14];
+                    const bool t19 = (((pa17 >= u.L) || (pb18 >= u.L)) && (pb18 < pa17)) || (!((pa17 >= u.L) || (pb18 >= u.L)) && ((b16 < a15) || ((a15 == b16) && (pb18 < pa17))));
+                    const bool up20 = (i13 & k8) == 0u;
+                    if ((up20 && t19) || (!up20 && !t19)) {
+                        keys[i13] = b16;
+                        keys[l14] = a15;
+                        places[i13] = pb18;
+                        places[l14] = pa17;
                     }
                 }
             }
             threadgroup_barrier(mem_flags::mem_threadgroup);
         }
     }
-    for (uint i0_19 = 0u; i0_19 < 64u; i0_19 += 64u) {
-        const uint i20 = i0_19 + lid.x;
-        if (i20 < u.L) {
-            const int y21 = int(places[i20]);
-            const uint i22 = g0 * u.L + i20;
-            scratch0[i22] = y21;
+    for (uint i0_21 = 0u; i0_21 < 64u; i0_21 += 64u) {
+        const uint i22 = i0_21 + lid.x;
+        if (i22 < u.L) {
+            const uint place23 = places[i22];
+            const int y24 = int(place23);
+            const uint i25 = g0 * u.L + i22;
+            scratch0[i25] = y24;
         }
     }
 }

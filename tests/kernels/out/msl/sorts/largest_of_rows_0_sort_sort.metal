@@ -81,9 +81,12 @@ kernel void largest_of_rows_0_sort_sort(
             const uint s0_i21 = s0_i0_20 + lid.x;
             if (s0_i21 < 8u) {
                 if (s0_i21 < 5u) {
-                    const uint s0_y22 = s0_keys[s0_i21];
-                    const uint s0_i23 = s0_g0 * 5u + s0_i21;
-                    scratch0[s0_i23] = s0_y22;
+                    const uint s0_place22 = s0_places[s0_i21];
+                    const uint s0_i23 = s0_g0 * 5u + s0_place22;
+                    const uint s0_v24 = x[s0_i23];
+                    const uint s0_v25 = mimir_mod_u32(s0_v24, 3u);
+                    const uint s0_i26 = s0_g0 * 5u + s0_i21;
+                    scratch0[s0_i26] = s0_v25;
                 }
             }
         }
@@ -143,9 +146,10 @@ kernel void largest_of_rows_0_sort_sort(
             const uint s1_i20 = s1_i0_19 + lid.x;
             if (s1_i20 < 8u) {
                 if (s1_i20 < 5u) {
-                    const int s1_y21 = int(s1_places[s1_i20]);
-                    const uint s1_i22 = s1_g0 * 5u + s1_i20;
-                    scratch1[s1_i22] = s1_y21;
+                    const uint s1_place21 = s1_places[s1_i20];
+                    const int s1_y22 = int(s1_place21);
+                    const uint s1_i23 = s1_g0 * 5u + s1_i20;
+                    scratch1[s1_i23] = s1_y22;
                 }
             }
         }

@@ -30,9 +30,9 @@ kernel void smallest_k_0_sort_sort(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup int s0_keys[64];
+    threadgroup uint s0_keys[64];
     threadgroup uint s0_places[64];
-    threadgroup int s1_keys[64];
+    threadgroup uint s1_keys[64];
     threadgroup uint s1_places[64];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 < u.N) {
@@ -48,46 +48,51 @@ kernel void smallest_k_0_sort_sort(
                 const float s0_v4 = x[s0_i3];
                 const float s0_v5 = s0_v4 * 4.0f;
                 const int s0_v6 = mimir_f32_to_i32(s0_v5);
-                s0_keys[s0_i2] = s0_v6;
+                const uint s0_key7 = as_type<uint>(s0_v6) ^ 2147483648u;
+                s0_keys[s0_i2] = s0_key7;
             }
             if (s0_i2 >= u.L) {
-                s0_keys[s0_i2] = 0;
+                s0_keys[s0_i2] = 0u;
             }
             s0_places[s0_i2] = s0_i2;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint s0_e_7 = 0u; s0_e_7 < 6u; s0_e_7 += 1u) {
-            const uint s0_k8 = 2u << s0_e_7;
-            const uint s0_half9 = 1u << s0_e_7;
-            for (uint s0_f_10 = 0u; s0_f_10 < s0_e_7 + 1u; s0_f_10 += 1u) {
-                const uint s0_j11 = s0_half9 >> s0_f_10;
-                for (uint s0_i0_12 = 0u; s0_i0_12 < 64u; s0_i0_12 += 64u) {
-                    const uint s0_i13 = s0_i0_12 + lid.x;
-                    const uint s0_l14 = s0_i13 ^ s0_j11;
-                    if (s0_l14 > s0_i13) {
-                        const int s0_a15 = s0_keys[s0_i13];
-                        const int s0_b16 = s0_keys[s0_l14];
-                        const uint s0_pa17 = s0_places[s0_i13];
-                        const uint s0_pb18 = s0_places[s0_l14];
-                        const bool s0_t19 = (((s0_pa17 >= u.L) || (s0_pb18 >= u.L)) && (s0_pb18 < s0_pa17)) || (!((s0_pa17 >= u.L) || (s0_pb18 >= u.L)) && ((s0_b16 < s0_a15) || ((s0_a15 == s0_b16) && (s0_pb18 < s0_pa17))));
-                        const bool s0_up20 = (s0_i13 & s0_k8) == 0u;
-                        if ((s0_up20 && s0_t19) || (!s0_up20 && !s0_t19)) {
-                            s0_keys[s0_i13] = s0_b16;
-                            s0_keys[s0_l14] = s0_a15;
-                            s0_places[s0_i13] = s0_pb18;
-                            s0_places[s0_l14] = s0_pa17;
+        for (uint s0_e_8 = 0u; s0_e_8 < 6u; s0_e_8 += 1u) {
+            const uint s0_k9 = 2u << s0_e_8;
+            const uint s0_half10 = 1u << s0_e_8;
+            for (uint s0_f_11 = 0u; s0_f_11 < s0_e_8 + 1u; s0_f_11 += 1u) {
+                const uint s0_j12 = s0_half10 >> s0_f_11;
+                for (uint s0_i0_13 = 0u; s0_i0_13 < 64u; s0_i0_13 += 64u) {
+                    const uint s0_i14 = s0_i0_13 + lid.x;
+                    const uint s0_l15 = s0_i14 ^ s0_j12;
+                    if (s0_l15 > s0_i14) {
+                        const uint s0_a16 = s0_keys[s0_i14];
+                        const uint s0_b17 = s0_keys[s0_l15];
+                        const uint s0_pa18 = s0_places[s0_i14];
+                        const uint s0_pb19 = s0_places[s0_l15];
+                        const bool s0_t20 = (((s0_pa18 >= u.L) || (s0_pb19 >= u.L)) && (s0_pb19 < s0_pa18)) || (!((s0_pa18 >= u.L) || (s0_pb19 >= u.L)) && ((s0_b17 < s0_a16) || ((s0_a16 == s0_b17) && (s0_pb19 < s0_pa18))));
+                        const bool s0_up21 = (s0_i14 & s0_k9) == 0u;
+                        if ((s0_up21 && s0_t20) || (!s0_up21 && !s0_t20)) {
+                            s0_keys[s0_i14] = s0_b17;
+                            s0_keys[s0_l15] = s0_a16;
+                            s0_places[s0_i14] = s0_pb19;
+                            s0_places[s0_l15] = s0_pa18;
                         }
                     }
                 }
                 threadgroup_barrier(mem_flags::mem_threadgroup);
             }
         }
-        for (uint s0_i0_21 = 0u; s0_i0_21 < 64u; s0_i0_21 += 64u) {
-            const uint s0_i22 = s0_i0_21 + lid.x;
-            if (s0_i22 < u.L) {
-                const int s0_y23 = s0_keys[s0_i22];
-                const uint s0_i24 = s0_g0 * u.L + s0_i22;
-                scratch0[s0_i24] = s0_y23;
+        for (uint s0_i0_22 = 0u; s0_i0_22 < 64u; s0_i0_22 += 64u) {
+            const uint s0_i23 = s0_i0_22 + lid.x;
+            if (s0_i23 < u.L) {
+                const uint s0_place24 = s0_places[s0_i23];
+                const uint s0_i25 = s0_g0 * u.L + s0_place24;
+                const float s0_v26 = x[s0_i25];
+                const float s0_v27 = s0_v26 * 4.0f;
+                const int s0_v28 = mimir_f32_to_i32(s0_v27);
+                const uint s0_i29 = s0_g0 * u.L + s0_i23;
+                scratch0[s0_i29] = s0_v28;
             }
         }
     } else {
@@ -106,46 +111,48 @@ kernel void smallest_k_0_sort_sort(
                 const float s1_v4 = x[s1_i3];
                 const float s1_v5 = s1_v4 * 4.0f;
                 const int s1_v6 = mimir_f32_to_i32(s1_v5);
-                s1_keys[s1_i2] = s1_v6;
+                const uint s1_key7 = as_type<uint>(s1_v6) ^ 2147483648u;
+                s1_keys[s1_i2] = s1_key7;
             }
             if (s1_i2 >= u.L) {
-                s1_keys[s1_i2] = 0;
+                s1_keys[s1_i2] = 0u;
             }
             s1_places[s1_i2] = s1_i2;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint s1_e_7 = 0u; s1_e_7 < 6u; s1_e_7 += 1u) {
-            const uint s1_k8 = 2u << s1_e_7;
-            const uint s1_half9 = 1u << s1_e_7;
-            for (uint s1_f_10 = 0u; s1_f_10 < s1_e_7 + 1u; s1_f_10 += 1u) {
-                const uint s1_j11 = s1_half9 >> s1_f_10;
-                for (uint s1_i0_12 = 0u; s1_i0_12 < 64u; s1_i0_12 += 64u) {
-                    const uint s1_i13 = s1_i0_12 + lid.x;
-                    const uint s1_l14 = s1_i13 ^ s1_j11;
-                    if (s1_l14 > s1_i13) {
-                        const int s1_a15 = s1_keys[s1_i13];
-                        const int s1_b16 = s1_keys[s1_l14];
-                        const uint s1_pa17 = s1_places[s1_i13];
-                        const uint s1_pb18 = s1_places[s1_l14];
-                        const bool s1_t19 = (((s1_pa17 >= u.L) || (s1_pb18 >= u.L)) && (s1_pb18 < s1_pa17)) || (!((s1_pa17 >= u.L) || (s1_pb18 >= u.L)) && ((s1_b16 < s1_a15) || ((s1_a15 == s1_b16) && (s1_pb18 < s1_pa17))));
-                        const bool s1_up20 = (s1_i13 & s1_k8) == 0u;
-                        if ((s1_up20 && s1_t19) || (!s1_up20 && !s1_t19)) {
-                            s1_keys[s1_i13] = s1_b16;
-                            s1_keys[s1_l14] = s1_a15;
-                            s1_places[s1_i13] = s1_pb18;
-                            s1_places[s1_l14] = s1_pa17;
+        for (uint s1_e_8 = 0u; s1_e_8 < 6u; s1_e_8 += 1u) {
+            const uint s1_k9 = 2u << s1_e_8;
+            const uint s1_half10 = 1u << s1_e_8;
+            for (uint s1_f_11 = 0u; s1_f_11 < s1_e_8 + 1u; s1_f_11 += 1u) {
+                const uint s1_j12 = s1_half10 >> s1_f_11;
+                for (uint s1_i0_13 = 0u; s1_i0_13 < 64u; s1_i0_13 += 64u) {
+                    const uint s1_i14 = s1_i0_13 + lid.x;
+                    const uint s1_l15 = s1_i14 ^ s1_j12;
+                    if (s1_l15 > s1_i14) {
+                        const uint s1_a16 = s1_keys[s1_i14];
+                        const uint s1_b17 = s1_keys[s1_l15];
+                        const uint s1_pa18 = s1_places[s1_i14];
+                        const uint s1_pb19 = s1_places[s1_l15];
+                        const bool s1_t20 = (((s1_pa18 >= u.L) || (s1_pb19 >= u.L)) && (s1_pb19 < s1_pa18)) || (!((s1_pa18 >= u.L) || (s1_pb19 >= u.L)) && ((s1_b17 < s1_a16) || ((s1_a16 == s1_b17) && (s1_pb19 < s1_pa18))));
+                        const bool s1_up21 = (s1_i14 & s1_k9) == 0u;
+                        if ((s1_up21 && s1_t20) || (!s1_up21 && !s1_t20)) {
+                            s1_keys[s1_i14] = s1_b17;
+                            s1_keys[s1_l15] = s1_a16;
+                            s1_places[s1_i14] = s1_pb19;
+                            s1_places[s1_l15] = s1_pa18;
                         }
                     }
                 }
                 threadgroup_barrier(mem_flags::mem_threadgroup);
             }
         }
-        for (uint s1_i0_21 = 0u; s1_i0_21 < 64u; s1_i0_21 += 64u) {
-            const uint s1_i22 = s1_i0_21 + lid.x;
-            if (s1_i22 < u.L) {
-                const int s1_y23 = int(s1_places[s1_i22]);
-                const uint s1_i24 = s1_g0 * u.L + s1_i22;
-                scratch1[s1_i24] = s1_y23;
+        for (uint s1_i0_22 = 0u; s1_i0_22 < 64u; s1_i0_22 += 64u) {
+            const uint s1_i23 = s1_i0_22 + lid.x;
+            if (s1_i23 < u.L) {
+                const uint s1_place24 = s1_places[s1_i23];
+                const int s1_y25 = int(s1_place24);
+                const uint s1_i26 = s1_g0 * u.L + s1_i23;
+                scratch1[s1_i26] = s1_y25;
             }
         }
     }

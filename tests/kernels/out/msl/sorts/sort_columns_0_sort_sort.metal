@@ -14,9 +14,9 @@ kernel void sort_columns_0_sort_sort(
     uint3 lid [[thread_position_in_threadgroup]],
     uint3 wid [[threadgroup_position_in_grid]]
 ) {
-    threadgroup float s0_keys[512];
+    threadgroup uint s0_keys[512];
     threadgroup uint s0_places[512];
-    threadgroup float s1_keys[512];
+    threadgroup uint s1_keys[512];
     threadgroup uint s1_places[512];
     if (wid.x < 3u) {
         const uint s0_unit = wid.x;
@@ -25,46 +25,50 @@ kernel void sort_columns_0_sort_sort(
             if (s0_i1 < u.S) {
                 const uint s0_i2 = s0_i1 * 3u + s0_unit;
                 const float s0_v3 = x[s0_i2];
-                s0_keys[s0_i1] = s0_v3;
+                const uint s0_bits4 = as_type<uint>(s0_v3);
+                const uint s0_key5 = ((s0_bits4 & 2147483647u) > 2139095040u ? 4294967295u : ((s0_bits4 & 2147483647u) == 0u ? 2147483648u : (s0_bits4 >= 2147483648u ? s0_bits4 ^ 4294967295u : s0_bits4 | 2147483648u)));
+                s0_keys[s0_i1] = s0_key5;
             }
             if (s0_i1 >= u.S) {
-                s0_keys[s0_i1] = 0.0f;
+                s0_keys[s0_i1] = 0u;
             }
             s0_places[s0_i1] = s0_i1;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint s0_e_4 = 0u; s0_e_4 < 9u; s0_e_4 += 1u) {
-            const uint s0_k5 = 2u << s0_e_4;
-            const uint s0_half6 = 1u << s0_e_4;
-            for (uint s0_f_7 = 0u; s0_f_7 < s0_e_4 + 1u; s0_f_7 += 1u) {
-                const uint s0_j8 = s0_half6 >> s0_f_7;
-                for (uint s0_i0_9 = 0u; s0_i0_9 < 512u; s0_i0_9 += 256u) {
-                    const uint s0_i10 = s0_i0_9 + lid.x;
-                    const uint s0_l11 = s0_i10 ^ s0_j8;
-                    if (s0_l11 > s0_i10) {
-                        const float s0_a12 = s0_keys[s0_i10];
-                        const float s0_b13 = s0_keys[s0_l11];
-                        const uint s0_pa14 = s0_places[s0_i10];
-                        const uint s0_pb15 = s0_places[s0_l11];
-                        const bool s0_t16 = (((s0_pa14 >= u.S) || (s0_pb15 >= u.S)) && (s0_pb15 < s0_pa14)) || (!((s0_pa14 >= u.S) || (s0_pb15 >= u.S)) && ((!((as_type<uint>(s0_b13) & 0x7fffffffu) > 0x7f800000u) && (((as_type<uint>(s0_a12) & 0x7fffffffu) > 0x7f800000u) || (s0_b13 < s0_a12))) || (((((as_type<uint>(s0_a12) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(s0_b13) & 0x7fffffffu) > 0x7f800000u)) || (s0_a12 == s0_b13)) && (s0_pb15 < s0_pa14))));
-                        const bool s0_up17 = (s0_i10 & s0_k5) == 0u;
-                        if ((s0_up17 && s0_t16) || (!s0_up17 && !s0_t16)) {
-                            s0_keys[s0_i10] = s0_b13;
-                            s0_keys[s0_l11] = s0_a12;
-                            s0_places[s0_i10] = s0_pb15;
-                            s0_places[s0_l11] = s0_pa14;
+        for (uint s0_e_6 = 0u; s0_e_6 < 9u; s0_e_6 += 1u) {
+            const uint s0_k7 = 2u << s0_e_6;
+            const uint s0_half8 = 1u << s0_e_6;
+            for (uint s0_f_9 = 0u; s0_f_9 < s0_e_6 + 1u; s0_f_9 += 1u) {
+                const uint s0_j10 = s0_half8 >> s0_f_9;
+                for (uint s0_i0_11 = 0u; s0_i0_11 < 512u; s0_i0_11 += 256u) {
+                    const uint s0_i12 = s0_i0_11 + lid.x;
+                    const uint s0_l13 = s0_i12 ^ s0_j10;
+                    if (s0_l13 > s0_i12) {
+                        const uint s0_a14 = s0_keys[s0_i12];
+                        const uint s0_b15 = s0_keys[s0_l13];
+                        const uint s0_pa16 = s0_places[s0_i12];
+                        const uint s0_pb17 = s0_places[s0_l13];
+                        const bool s0_t18 = (((s0_pa16 >= u.S) || (s0_pb17 >= u.S)) && (s0_pb17 < s0_pa16)) || (!((s0_pa16 >= u.S) || (s0_pb17 >= u.S)) && ((s0_b15 < s0_a14) || ((s0_a14 == s0_b15) && (s0_pb17 < s0_pa16))));
+                        const bool s0_up19 = (s0_i12 & s0_k7) == 0u;
+                        if ((s0_up19 && s0_t18) || (!s0_up19 && !s0_t18)) {
+                            s0_keys[s0_i12] = s0_b15;
+                            s0_keys[s0_l13] = s0_a14;
+                            s0_places[s0_i12] = s0_pb17;
+                            s0_places[s0_l13] = s0_pa16;
                         }
                     }
                 }
                 threadgroup_barrier(mem_flags::mem_threadgroup);
             }
         }
-        for (uint s0_i0_18 = 0u; s0_i0_18 < 512u; s0_i0_18 += 256u) {
-            const uint s0_i19 = s0_i0_18 + lid.x;
-            if (s0_i19 < u.S) {
-                const float s0_y20 = s0_keys[s0_i19];
-                const uint s0_i21 = s0_i19 * 3u + s0_unit;
-                out0[s0_i21] = s0_y20;
+        for (uint s0_i0_20 = 0u; s0_i0_20 < 512u; s0_i0_20 += 256u) {
+            const uint s0_i21 = s0_i0_20 + lid.x;
+            if (s0_i21 < u.S) {
+                const uint s0_place22 = s0_places[s0_i21];
+                const uint s0_i23 = s0_place22 * 3u + s0_unit;
+                const float s0_v24 = x[s0_i23];
+                const uint s0_i25 = s0_i21 * 3u + s0_unit;
+                out0[s0_i25] = s0_v24;
             }
         }
     } else {
@@ -74,46 +78,49 @@ kernel void sort_columns_0_sort_sort(
             if (s1_i1 < u.S) {
                 const uint s1_i2 = s1_i1 * 3u + s1_unit;
                 const float s1_v3 = x[s1_i2];
-                s1_keys[s1_i1] = s1_v3;
+                const uint s1_bits4 = as_type<uint>(s1_v3);
+                const uint s1_key5 = ((s1_bits4 & 2147483647u) > 2139095040u ? 4294967295u : ((s1_bits4 & 2147483647u) == 0u ? 2147483648u : (s1_bits4 >= 2147483648u ? s1_bits4 ^ 4294967295u : s1_bits4 | 2147483648u)));
+                s1_keys[s1_i1] = s1_key5;
             }
             if (s1_i1 >= u.S) {
-                s1_keys[s1_i1] = 0.0f;
+                s1_keys[s1_i1] = 0u;
             }
             s1_places[s1_i1] = s1_i1;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint s1_e_4 = 0u; s1_e_4 < 9u; s1_e_4 += 1u) {
-            const uint s1_k5 = 2u << s1_e_4;
-            const uint s1_half6 = 1u << s1_e_4;
-            for (uint s1_f_7 = 0u; s1_f_7 < s1_e_4 + 1u; s1_f_7 += 1u) {
-                const uint s1_j8 = s1_half6 >> s1_f_7;
-                for (uint s1_i0_9 = 0u; s1_i0_9 < 512u; s1_i0_9 += 256u) {
-                    const uint s1_i10 = s1_i0_9 + lid.x;
-                    const uint s1_l11 = s1_i10 ^ s1_j8;
-                    if (s1_l11 > s1_i10) {
-                        const float s1_a12 = s1_keys[s1_i10];
-                        const float s1_b13 = s1_keys[s1_l11];
-                        const uint s1_pa14 = s1_places[s1_i10];
-                        const uint s1_pb15 = s1_places[s1_l11];
-                        const bool s1_t16 = (((s1_pa14 >= u.S) || (s1_pb15 >= u.S)) && (s1_pb15 < s1_pa14)) || (!((s1_pa14 >= u.S) || (s1_pb15 >= u.S)) && ((!((as_type<uint>(s1_b13) & 0x7fffffffu) > 0x7f800000u) && (((as_type<uint>(s1_a12) & 0x7fffffffu) > 0x7f800000u) || (s1_b13 < s1_a12))) || (((((as_type<uint>(s1_a12) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(s1_b13) & 0x7fffffffu) > 0x7f800000u)) || (s1_a12 == s1_b13)) && (s1_pb15 < s1_pa14))));
-                        const bool s1_up17 = (s1_i10 & s1_k5) == 0u;
-                        if ((s1_up17 && s1_t16) || (!s1_up17 && !s1_t16)) {
-                            s1_keys[s1_i10] = s1_b13;
-                            s1_keys[s1_l11] = s1_a12;
-                            s1_places[s1_i10] = s1_pb15;
-                            s1_places[s1_l11] = s1_pa14;
+        for (uint s1_e_6 = 0u; s1_e_6 < 9u; s1_e_6 += 1u) {
+            const uint s1_k7 = 2u << s1_e_6;
+            const uint s1_half8 = 1u << s1_e_6;
+            for (uint s1_f_9 = 0u; s1_f_9 < s1_e_6 + 1u; s1_f_9 += 1u) {
+                const uint s1_j10 = s1_half8 >> s1_f_9;
+                for (uint s1_i0_11 = 0u; s1_i0_11 < 512u; s1_i0_11 += 256u) {
+                    const uint s1_i12 = s1_i0_11 + lid.x;
+                    const uint s1_l13 = s1_i12 ^ s1_j10;
+                    if (s1_l13 > s1_i12) {
+                        const uint s1_a14 = s1_keys[s1_i12];
+                        const uint s1_b15 = s1_keys[s1_l13];
+                        const uint s1_pa16 = s1_places[s1_i12];
+                        const uint s1_pb17 = s1_places[s1_l13];
+                        const bool s1_t18 = (((s1_pa16 >= u.S) || (s1_pb17 >= u.S)) && (s1_pb17 < s1_pa16)) || (!((s1_pa16 >= u.S) || (s1_pb17 >= u.S)) && ((s1_b15 < s1_a14) || ((s1_a14 == s1_b15) && (s1_pb17 < s1_pa16))));
+                        const bool s1_up19 = (s1_i12 & s1_k7) == 0u;
+                        if ((s1_up19 && s1_t18) || (!s1_up19 && !s1_t18)) {
+                            s1_keys[s1_i12] = s1_b15;
+                            s1_keys[s1_l13] = s1_a14;
+                            s1_places[s1_i12] = s1_pb17;
+                            s1_places[s1_l13] = s1_pa16;
                         }
                     }
                 }
                 threadgroup_barrier(mem_flags::mem_threadgroup);
             }
         }
-        for (uint s1_i0_18 = 0u; s1_i0_18 < 512u; s1_i0_18 += 256u) {
-            const uint s1_i19 = s1_i0_18 + lid.x;
-            if (s1_i19 < u.S) {
-                const int s1_y20 = int(s1_places[s1_i19]);
-                const uint s1_i21 = s1_i19 * 3u + s1_unit;
-                out1[s1_i21] = s1_y20;
+        for (uint s1_i0_20 = 0u; s1_i0_20 < 512u; s1_i0_20 += 256u) {
+            const uint s1_i21 = s1_i0_20 + lid.x;
+            if (s1_i21 < u.S) {
+                const uint s1_place22 = s1_places[s1_i21];
+                const int s1_y23 = int(s1_place22);
+                const uint s1_i24 = s1_i21 * 3u + s1_unit;
+                out1[s1_i24] = s1_y23;
             }
         }
     }

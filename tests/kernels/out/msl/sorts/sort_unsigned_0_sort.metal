@@ -75,9 +75,12 @@ kernel void sort_unsigned_0_sort(
         const uint i21 = i0_20 + lid.x;
         if (i21 < 8u) {
             if (i21 < 5u) {
-                const uint y22 = keys[i21];
-                const uint i23 = g0 * 5u + i21;
-                out[i23] = y22;
+                const uint place22 = places[i21];
+                const uint i23 = g0 * 5u + place22;
+                const uint v24 = x[i23];
+                const uint v25 = mimir_mod_u32(v24, 4u);
+                const uint i26 = g0 * 5u + i21;
+                out[i26] = v25;
             }
         }
     }

@@ -15,9 +15,9 @@ kernel void top3_0_sort_sort(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 nwg [[threadgroups_per_grid]]
 ) {
-    threadgroup float s0_keys[8];
+    threadgroup uint s0_keys[8];
     threadgroup uint s0_places[8];
-    threadgroup float s1_keys[8];
+    threadgroup uint s1_keys[8];
     threadgroup uint s1_places[8];
     const uint g0 = wid.y * nwg.x + wid.x;
     if (g0 < u.N) {
@@ -32,36 +32,38 @@ kernel void top3_0_sort_sort(
                 if (s0_i2 < 5u) {
                     const uint s0_i3 = s0_g0 * 5u + s0_i2;
                     const float s0_v4 = x[s0_i3];
-                    s0_keys[s0_i2] = s0_v4;
+                    const uint s0_bits5 = as_type<uint>(s0_v4);
+                    const uint s0_key6 = ((s0_bits5 & 2147483647u) > 2139095040u ? 4294967295u : ((s0_bits5 & 2147483647u) == 0u ? 2147483648u : (s0_bits5 >= 2147483648u ? s0_bits5 ^ 4294967295u : s0_bits5 | 2147483648u)));
+                    s0_keys[s0_i2] = s0_key6;
                 }
                 if (s0_i2 >= 5u) {
-                    s0_keys[s0_i2] = 0.0f;
+                    s0_keys[s0_i2] = 0u;
                 }
                 s0_places[s0_i2] = s0_i2;
             }
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint s0_e_5 = 0u; s0_e_5 < 3u; s0_e_5 += 1u) {
-            const uint s0_k6 = 2u << s0_e_5;
-            const uint s0_half7 = 1u << s0_e_5;
-            for (uint s0_f_8 = 0u; s0_f_8 < s0_e_5 + 1u; s0_f_8 += 1u) {
-                const uint s0_j9 = s0_half7 >> s0_f_8;
-                for (uint s0_i0_10 = 0u; s0_i0_10 < 8u; s0_i0_10 += 32u) {
-                    const uint s0_i11 = s0_i0_10 + lid.x;
-                    if (s0_i11 < 8u) {
-                        const uint s0_l12 = s0_i11 ^ s0_j9;
-                        if (s0_l12 > s0_i11) {
-                            const float s0_a13 = s0_keys[s0_i11];
-                            const float s0_b14 = s0_keys[s0_l12];
-                            const uint s0_pa15 = s0_places[s0_i11];
-                            const uint s0_pb16 = s0_places[s0_l12];
-                            const bool s0_t17 = (((s0_pa15 >= 5u) || (s0_pb16 >= 5u)) && (s0_pb16 < s0_pa15)) || (!((s0_pa15 >= 5u) || (s0_pb16 >= 5u)) && ((!((as_type<uint>(s0_a13) & 0x7fffffffu) > 0x7f800000u) && (((as_type<uint>(s0_b14) & 0x7fffffffu) > 0x7f800000u) || (s0_b14 > s0_a13))) || (((((as_type<uint>(s0_a13) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(s0_b14) & 0x7fffffffu) > 0x7f800000u)) || (s0_a13 == s0_b14)) && (s0_pb16 < s0_pa15))));
-                            const bool s0_up18 = (s0_i11 & s0_k6) == 0u;
-                            if ((s0_up18 && s0_t17) || (!s0_up18 && !s0_t17)) {
-                                s0_keys[s0_i11] = s0_b14;
-                                s0_keys[s0_l12] = s0_a13;
-                                s0_places[s0_i11] = s0_pb16;
-                                s0_places[s0_l12] = s0_pa15;
+        for (uint s0_e_7 = 0u; s0_e_7 < 3u; s0_e_7 += 1u) {
+            const uint s0_k8 = 2u << s0_e_7;
+            const uint s0_half9 = 1u << s0_e_7;
+            for (uint s0_f_10 = 0u; s0_f_10 < s0_e_7 + 1u; s0_f_10 += 1u) {
+                const uint s0_j11 = s0_half9 >> s0_f_10;
+                for (uint s0_i0_12 = 0u; s0_i0_12 < 8u; s0_i0_12 += 32u) {
+                    const uint s0_i13 = s0_i0_12 + lid.x;
+                    if (s0_i13 < 8u) {
+                        const uint s0_l14 = s0_i13 ^ s0_j11;
+                        if (s0_l14 > s0_i13) {
+                            const uint s0_a15 = s0_keys[s0_i13];
+                            const uint s0_b16 = s0_keys[s0_l14];
+                            const uint s0_pa17 = s0_places[s0_i13];
+                            const uint s0_pb18 = s0_places[s0_l14];
+                            const bool s0_t19 = (((s0_pa17 >= 5u) || (s0_pb18 >= 5u)) && (s0_pb18 < s0_pa17)) || (!((s0_pa17 >= 5u) || (s0_pb18 >= 5u)) && ((s0_b16 > s0_a15) || ((s0_a15 == s0_b16) && (s0_pb18 < s0_pa17))));
+                            const bool s0_up20 = (s0_i13 & s0_k8) == 0u;
+                            if ((s0_up20 && s0_t19) || (!s0_up20 && !s0_t19)) {
+                                s0_keys[s0_i13] = s0_b16;
+                                s0_keys[s0_l14] = s0_a15;
+                                s0_places[s0_i13] = s0_pb18;
+                                s0_places[s0_l14] = s0_pa17;
                             }
                         }
                     }
@@ -69,13 +71,15 @@ kernel void top3_0_sort_sort(
                 threadgroup_barrier(mem_flags::mem_threadgroup);
             }
         }
-        for (uint s0_i0_19 = 0u; s0_i0_19 < 8u; s0_i0_19 += 32u) {
-            const uint s0_i20 = s0_i0_19 + lid.x;
-            if (s0_i20 < 8u) {
-                if (s0_i20 < 5u) {
-                    const float s0_y21 = s0_keys[s0_i20];
-                    const uint s0_i22 = s0_g0 * 5u + s0_i20;
-                    scratch0[s0_i22] = s0_y21;
+        for (uint s0_i0_21 = 0u; s0_i0_21 < 8u; s0_i0_21 += 32u) {
+            const uint s0_i22 = s0_i0_21 + lid.x;
+            if (s0_i22 < 8u) {
+                if (s0_i22 < 5u) {
+                    const uint s0_place23 = s0_places[s0_i22];
+                    const uint s0_i24 = s0_g0 * 5u + s0_place23;
+                    const float s0_v25 = x[s0_i24];
+                    const uint s0_i26 = s0_g0 * 5u + s0_i22;
+                    scratch0[s0_i26] = s0_v25;
                 }
             }
         }
@@ -94,36 +98,38 @@ kernel void top3_0_sort_sort(
                 if (s1_i2 < 5u) {
                     const uint s1_i3 = s1_g0 * 5u + s1_i2;
                     const float s1_v4 = x[s1_i3];
-                    s1_keys[s1_i2] = s1_v4;
+                    const uint s1_bits5 = as_type<uint>(s1_v4);
+                    const uint s1_key6 = ((s1_bits5 & 2147483647u) > 2139095040u ? 4294967295u : ((s1_bits5 & 2147483647u) == 0u ? 2147483648u : (s1_bits5 >= 2147483648u ? s1_bits5 ^ 4294967295u : s1_bits5 | 2147483648u)));
+                    s1_keys[s1_i2] = s1_key6;
                 }
                 if (s1_i2 >= 5u) {
-                    s1_keys[s1_i2] = 0.0f;
+                    s1_keys[s1_i2] = 0u;
                 }
                 s1_places[s1_i2] = s1_i2;
             }
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint s1_e_5 = 0u; s1_e_5 < 3u; s1_e_5 += 1u) {
-            const uint s1_k6 = 2u << s1_e_5;
-            const uint s1_half7 = 1u << s1_e_5;
-            for (uint s1_f_8 = 0u; s1_f_8 < s1_e_5 + 1u; s1_f_8 += 1u) {
-                const uint s1_j9 = s1_half7 >> s1_f_8;
-                for (uint s1_i0_10 = 0u; s1_i0_10 < 8u; s1_i0_10 += 32u) {
-                    const uint s1_i11 = s1_i0_10 + lid.x;
-                    if (s1_i11 < 8u) {
-                        const uint s1_l12 = s1_i11 ^ s1_j9;
-                        if (s1_l12 > s1_i11) {
-                            const float s1_a13 = s1_keys[s1_i11];
-                            const float s1_b14 = s1_keys[s1_l12];
-                            const uint s1_pa15 = s1_places[s1_i11];
-                            const uint s1_pb16 = s1_places[s1_l12];
-                            const bool s1_t17 = (((s1_pa15 >= 5u) || (s1_pb16 >= 5u)) && (s1_pb16 < s1_pa15)) || (!((s1_pa15 >= 5u) || (s1_pb16 >= 5u)) && ((!((as_type<uint>(s1_a13) & 0x7fffffffu) > 0x7f800000u) && (((as_type<uint>(s1_b14) & 0x7fffffffu) > 0x7f800000u) || (s1_b14 > s1_a13))) || (((((as_type<uint>(s1_a13) & 0x7fffffffu) > 0x7f800000u) && ((as_type<uint>(s1_b14) & 0x7fffffffu) > 0x7f800000u)) || (s1_a13 == s1_b14)) && (s1_pb16 < s1_pa15))));
-                            const bool s1_up18 = (s1_i11 & s1_k6) == 0u;
-                            if ((s1_up18 && s1_t17) || (!s1_up18 && !s1_t17)) {
-                                s1_keys[s1_i11] = s1_b14;
-                                s1_keys[s1_l12] = s1_a13;
-                                s1_places[s1_i11] = s1_pb16;
-                                s1_places[s1_l12] = s1_pa15;
+        for (uint s1_e_7 = 0u; s1_e_7 < 3u; s1_e_7 += 1u) {
+            const uint s1_k8 = 2u << s1_e_7;
+            const uint s1_half9 = 1u << s1_e_7;
+            for (uint s1_f_10 = 0u; s1_f_10 < s1_e_7 + 1u; s1_f_10 += 1u) {
+                const uint s1_j11 = s1_half9 >> s1_f_10;
+                for (uint s1_i0_12 = 0u; s1_i0_12 < 8u; s1_i0_12 += 32u) {
+                    const uint s1_i13 = s1_i0_12 + lid.x;
+                    if (s1_i13 < 8u) {
+                        const uint s1_l14 = s1_i13 ^ s1_j11;
+                        if (s1_l14 > s1_i13) {
+                            const uint s1_a15 = s1_keys[s1_i13];
+                            const uint s1_b16 = s1_keys[s1_l14];
+                            const uint s1_pa17 = s1_places[s1_i13];
+                            const uint s1_pb18 = s1_places[s1_l14];
+                            const bool s1_t19 = (((s1_pa17 >= 5u) || (s1_pb18 >= 5u)) && (s1_pb18 < s1_pa17)) || (!((s1_pa17 >= 5u) || (s1_pb18 >= 5u)) && ((s1_b16 > s1_a15) || ((s1_a15 == s1_b16) && (s1_pb18 < s1_pa17))));
+                            const bool s1_up20 = (s1_i13 & s1_k8) == 0u;
+                            if ((s1_up20 && s1_t19) || (!s1_up20 && !s1_t19)) {
+                                s1_keys[s1_i13] = s1_b16;
+                                s1_keys[s1_l14] = s1_a15;
+                                s1_places[s1_i13] = s1_pb18;
+                                s1_places[s1_l14] = s1_pa17;
                             }
                         }
                     }
@@ -131,13 +137,14 @@ kernel void top3_0_sort_sort(
                 threadgroup_barrier(mem_flags::mem_threadgroup);
             }
         }
-        for (uint s1_i0_19 = 0u; s1_i0_19 < 8u; s1_i0_19 += 32u) {
-            const uint s1_i20 = s1_i0_19 + lid.x;
-            if (s1_i20 < 8u) {
-                if (s1_i20 < 5u) {
-                    const int s1_y21 = int(s1_places[s1_i20]);
-                    const uint s1_i22 = s1_g0 * 5u + s1_i20;
-                    scratch1[s1_i22] = s1_y21;
+        for (uint s1_i0_21 = 0u; s1_i0_21 < 8u; s1_i0_21 += 32u) {
+            const uint s1_i22 = s1_i0_21 + lid.x;
+            if (s1_i22 < 8u) {
+                if (s1_i22 < 5u) {
+                    const uint s1_place23 = s1_places[s1_i22];
+                    const int s1_y24 = int(s1_place23);
+                    const uint s1_i25 = s1_g0 * 5u + s1_i22;
+                    scratch1[s1_i25] = s1_y24;
                 }
             }
         }

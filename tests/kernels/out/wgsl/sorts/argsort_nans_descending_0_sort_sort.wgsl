@@ -9,9 +9,9 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read_write> out0: array<i32>;
 @group(0) @binding(2) var<storage, read_write> out1: array<f32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> s0_keys: array<f32, 64>;
+var<workgroup> s0_keys: array<u32, 64>;
 var<workgroup> s0_places: array<u32, 64>;
-var<workgroup> s1_keys: array<f32, 64>;
+var<workgroup> s1_keys: array<u32, 64>;
 var<workgroup> s1_places: array<u32, 64>;
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
@@ -47,46 +47,49 @@ fn argsort_nans_descending_0_sort_sort(
                 let s0_v5: bool = !((bitcast<u32>(s0_v4) & 0x7fffffffu) > 0x7f800000u) && (s0_v4 > 0.5f);
                 let s0_v6: f32 = mimir_log(s0_v4);
                 let s0_v7: f32 = select(s0_v6, 1.0f, s0_v5);
-                s0_keys[s0_i2] = s0_v7;
+                let s0_bits8: u32 = bitcast<u32>(s0_v7);
+                let s0_key9: u32 = select(select(select(s0_bits8 | 2147483648u, s0_bits8 ^ 4294967295u, s0_bits8 >= 2147483648u), 2147483648u, (s0_bits8 & 2147483647u) == 0u), 4294967295u, (s0_bits8 & 2147483647u) > 2139095040u);
+                s0_keys[s0_i2] = s0_key9;
             }
             if (s0_i2 >= u.L) {
-                s0_keys[s0_i2] = 0.0f;
+                s0_keys[s0_i2] = 0u;
             }
             s0_places[s0_i2] = s0_i2;
         }
         workgroupBarrier();
-        for (var s0_e_8: u32 = 0u; s0_e_8 < 6u; s0_e_8 += 1u) {
-            let s0_k9: u32 = 2u << s0_e_8;
-            let s0_half10: u32 = 1u << s0_e_8;
-            for (var s0_f_11: u32 = 0u; s0_f_11 < s0_e_8 + 1u; s0_f_11 += 1u) {
-                let s0_j12: u32 = s0_half10 >> s0_f_11;
-                for (var s0_i0_13: u32 = 0u; s0_i0_13 < 64u; s0_i0_13 += 64u) {
-                    let s0_i14: u32 = s0_i0_13 + lid.x;
-                    let s0_l15: u32 = s0_i14 ^ s0_j12;
-                    if (s0_l15 > s0_i14) {
-                        let s0_a16: f32 = s0_keys[s0_i14];
-                        let s0_b17: f32 = s0_keys[s0_l15];
-                        let s0_pa18: u32 = s0_places[s0_i14];
-                        let s0_pb19: u32 = s0_places[s0_l15];
-                        let s0_t20: bool = (((s0_pa18 >= u.L) || (s0_pb19 >= u.L)) && (s0_pb19 < s0_pa18)) || (!((s0_pa18 >= u.L) || (s0_pb19 >= u.L)) && ((!((bitcast<u32>(s0_a16) & 0x7fffffffu) > 0x7f800000u) && (((bitcast<u32>(s0_b17) & 0x7fffffffu) > 0x7f800000u) || (s0_b17 > s0_a16))) || (((((bitcast<u32>(s0_a16) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(s0_b17) & 0x7fffffffu) > 0x7f800000u)) || (s0_a16 == s0_b17)) && (s0_pb19 < s0_pa18))));
-                        let s0_up21: bool = (s0_i14 & s0_k9) == 0u;
-                        if ((s0_up21 && s0_t20) || (!s0_up21 && !s0_t20)) {
-                            s0_keys[s0_i14] = s0_b17;
-                            s0_keys[s0_l15] = s0_a16;
-                            s0_places[s0_i14] = s0_pb19;
-                            s0_places[s0_l15] = s0_pa18;
+        for (var s0_e_10: u32 = 0u; s0_e_10 < 6u; s0_e_10 += 1u) {
+            let s0_k11: u32 = 2u << s0_e_10;
+            let s0_half12: u32 = 1u << s0_e_10;
+            for (var s0_f_13: u32 = 0u; s0_f_13 < s0_e_10 + 1u; s0_f_13 += 1u) {
+                let s0_j14: u32 = s0_half12 >> s0_f_13;
+                for (var s0_i0_15: u32 = 0u; s0_i0_15 < 64u; s0_i0_15 += 64u) {
+                    let s0_i16: u32 = s0_i0_15 + lid.x;
+                    let s0_l17: u32 = s0_i16 ^ s0_j14;
+                    if (s0_l17 > s0_i16) {
+                        let s0_a18: u32 = s0_keys[s0_i16];
+                        let s0_b19: u32 = s0_keys[s0_l17];
+                        let s0_pa20: u32 = s0_places[s0_i16];
+                        let s0_pb21: u32 = s0_places[s0_l17];
+                        let s0_t22: bool = (((s0_pa20 >= u.L) || (s0_pb21 >= u.L)) && (s0_pb21 < s0_pa20)) || (!((s0_pa20 >= u.L) || (s0_pb21 >= u.L)) && ((s0_b19 > s0_a18) || ((s0_a18 == s0_b19) && (s0_pb21 < s0_pa20))));
+                        let s0_up23: bool = (s0_i16 & s0_k11) == 0u;
+                        if ((s0_up23 && s0_t22) || (!s0_up23 && !s0_t22)) {
+                            s0_keys[s0_i16] = s0_b19;
+                            s0_keys[s0_l17] = s0_a18;
+                            s0_places[s0_i16] = s0_pb21;
+                            s0_places[s0_l17] = s0_pa20;
                         }
                     }
                 }
                 workgroupBarrier();
             }
         }
-        for (var s0_i0_22: u32 = 0u; s0_i0_22 < 64u; s0_i0_22 += 64u) {
-            let s0_i23: u32 = s0_i0_22 + lid.x;
-            if (s0_i23 < u.L) {
-                let s0_y24: i32 = i32(s0_places[s0_i23]);
-                let s0_i25: u32 = s0_g0 * u.L + s0_i23;
-                out0[s0_i25] = s0_y24;
+        for (var s0_i0_24: u32 = 0u; s0_i0_24 < 64u; s0_i0_24 += 64u) {
+            let s0_i25: u32 = s0_i0_24 + lid.x;
+            if (s0_i25 < u.L) {
+                let s0_place26: u32 = s0_places[s0_i25];
+                let s0_y27: i32 = i32(s0_place26);
+                let s0_i28: u32 = s0_g0 * u.L + s0_i25;
+                out0[s0_i28] = s0_y27;
             }
         }
     } else {
@@ -106,46 +109,53 @@ fn argsort_nans_descending_0_sort_sort(
                 let s1_v5: bool = !((bitcast<u32>(s1_v4) & 0x7fffffffu) > 0x7f800000u) && (s1_v4 > 0.5f);
                 let s1_v6: f32 = mimir_log(s1_v4);
                 let s1_v7: f32 = select(s1_v6, 1.0f, s1_v5);
-                s1_keys[s1_i2] = s1_v7;
+                let s1_bits8: u32 = bitcast<u32>(s1_v7);
+                let s1_key9: u32 = select(select(select(s1_bits8 | 2147483648u, s1_bits8 ^ 4294967295u, s1_bits8 >= 2147483648u), 2147483648u, (s1_bits8 & 2147483647u) == 0u), 4294967295u, (s1_bits8 & 2147483647u) > 2139095040u);
+                s1_keys[s1_i2] = s1_key9;
             }
             if (s1_i2 >= u.L) {
-                s1_keys[s1_i2] = 0.0f;
+                s1_keys[s1_i2] = 0u;
             }
             s1_places[s1_i2] = s1_i2;
         }
         workgroupBarrier();
-        for (var s1_e_8: u32 = 0u; s1_e_8 < 6u; s1_e_8 += 1u) {
-            let s1_k9: u32 = 2u << s1_e_8;
-            let s1_half10: u32 = 1u << s1_e_8;
-            for (var s1_f_11: u32 = 0u; s1_f_11 < s1_e_8 + 1u; s1_f_11 += 1u) {
-                let s1_j12: u32 = s1_half10 >> s1_f_11;
-                for (var s1_i0_13: u32 = 0u; s1_i0_13 < 64u; s1_i0_13 += 64u) {
-                    let s1_i14: u32 = s1_i0_13 + lid.x;
-                    let s1_l15: u32 = s1_i14 ^ s1_j12;
-                    if (s1_l15 > s1_i14) {
-                        let s1_a16: f32 = s1_keys[s1_i14];
-                        let s1_b17: f32 = s1_keys[s1_l15];
-                        let s1_pa18: u32 = s1_places[s1_i14];
-                        let s1_pb19: u32 = s1_places[s1_l15];
-                        let s1_t20: bool = (((s1_pa18 >= u.L) || (s1_pb19 >= u.L)) && (s1_pb19 < s1_pa18)) || (!((s1_pa18 >= u.L) || (s1_pb19 >= u.L)) && ((!((bitcast<u32>(s1_a16) & 0x7fffffffu) > 0x7f800000u) && (((bitcast<u32>(s1_b17) & 0x7fffffffu) > 0x7f800000u) || (s1_b17 > s1_a16))) || (((((bitcast<u32>(s1_a16) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(s1_b17) & 0x7fffffffu) > 0x7f800000u)) || (s1_a16 == s1_b17)) && (s1_pb19 < s1_pa18))));
-                        let s1_up21: bool = (s1_i14 & s1_k9) == 0u;
-                        if ((s1_up21 && s1_t20) || (!s1_up21 && !s1_t20)) {
-                            s1_keys[s1_i14] = s1_b17;
-                            s1_keys[s1_l15] = s1_a16;
-                            s1_places[s1_i14] = s1_pb19;
-                            s1_places[s1_l15] = s1_pa18;
+        for (var s1_e_10: u32 = 0u; s1_e_10 < 6u; s1_e_10 += 1u) {
+            let s1_k11: u32 = 2u << s1_e_10;
+            let s1_half12: u32 = 1u << s1_e_10;
+            for (var s1_f_13: u32 = 0u; s1_f_13 < s1_e_10 + 1u; s1_f_13 += 1u) {
+                let s1_j14: u32 = s1_half12 >> s1_f_13;
+                for (var s1_i0_15: u32 = 0u; s1_i0_15 < 64u; s1_i0_15 += 64u) {
+                    let s1_i16: u32 = s1_i0_15 + lid.x;
+                    let s1_l17: u32 = s1_i16 ^ s1_j14;
+                    if (s1_l17 > s1_i16) {
+                        let s1_a18: u32 = s1_keys[s1_i16];
+                        let s1_b19: u32 = s1_keys[s1_l17];
+                        let s1_pa20: u32 = s1_places[s1_i16];
+                        let s1_pb21: u32 = s1_places[s1_l17];
+                        let s1_t22: bool = (((s1_pa20 >= u.L) || (s1_pb21 >= u.L)) && (s1_pb21 < s1_pa20)) || (!((s1_pa20 >= u.L) || (s1_pb21 >= u.L)) && ((s1_b19 > s1_a18) || ((s1_a18 == s1_b19) && (s1_pb21 < s1_pa20))));
+                        let s1_up23: bool = (s1_i16 & s1_k11) == 0u;
+                        if ((s1_up23 && s1_t22) || (!s1_up23 && !s1_t22)) {
+                            s1_keys[s1_i16] = s1_b19;
+                            s1_keys[s1_l17] = s1_a18;
+                            s1_places[s1_i16] = s1_pb21;
+                            s1_places[s1_l17] = s1_pa20;
                         }
                     }
                 }
                 workgroupBarrier();
             }
         }
-        for (var s1_i0_22: u32 = 0u; s1_i0_22 < 64u; s1_i0_22 += 64u) {
-            let s1_i23: u32 = s1_i0_22 + lid.x;
-            if (s1_i23 < u.L) {
-                let s1_y24: f32 = s1_keys[s1_i23];
-                let s1_i25: u32 = s1_g0 * u.L + s1_i23;
-                out1[s1_i25] = s1_y24;
+        for (var s1_i0_24: u32 = 0u; s1_i0_24 < 64u; s1_i0_24 += 64u) {
+            let s1_i25: u32 = s1_i0_24 + lid.x;
+            if (s1_i25 < u.L) {
+                let s1_place26: u32 = s1_places[s1_i25];
+                let s1_i27: u32 = s1_g0 * u.L + s1_place26;
+                let s1_v28: f32 = x[s1_i27];
+                let s1_v29: bool = !((bitcast<u32>(s1_v28) & 0x7fffffffu) > 0x7f800000u) && (s1_v28 > 0.5f);
+                let s1_v30: f32 = mimir_log(s1_v28);
+                let s1_v31: f32 = select(s1_v30, 1.0f, s1_v29);
+                let s1_i32: u32 = s1_g0 * u.L + s1_i25;
+                out1[s1_i32] = s1_v31;
             }
         }
     }

@@ -8,7 +8,7 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<i32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> keys: array<i32, 64>;
+var<workgroup> keys: array<u32, 64>;
 var<workgroup> places: array<u32, 64>;
 
 fn mimir_f32_to_i32(a: f32) -> i32 {
@@ -41,46 +41,48 @@ fn argsort_ties_0_sort(
             let v4: f32 = x[i3];
             let v5: f32 = v4 * 3.0f;
             let v6: i32 = mimir_f32_to_i32(v5);
-            keys[i2] = v6;
+            let key7: u32 = bitcast<u32>(v6) ^ 2147483648u;
+            keys[i2] = key7;
         }
         if (i2 >= u.L) {
-            keys[i2] = 0i;
+            keys[i2] = 0u;
         }
         places[i2] = i2;
     }
     workgroupBarrier();
-    for (var e_7: u32 = 0u; e_7 < 6u; e_7 += 1u) {
-        let k8: u32 = 2u << e_7;
-        let half9: u32 = 1u << e_7;
-        for (var f_10: u32 = 0u; f_10 < e_7 + 1u; f_10 += 1u) {
-            let j11: u32 = half9 >> f_10;
-            for (var i0_12: u32 = 0u; i0_12 < 64u; i0_12 += 64u) {
-                let i13: u32 = i0_12 + lid.x;
-                let l14: u32 = i13 ^ j11;
-                if (l14 > i13) {
-                    let a15: i32 = keys[i13];
-                    let b16: i32 = keys[l14];
-                    let pa17: u32 = places[i13];
-                    let pb18: u32 = places[l14];
-                    let t19: bool = (((pa17 >= u.L) || (pb18 >= u.L)) && (pb18 < pa17)) || (!((pa17 >= u.L) || (pb18 >= u.L)) && ((b16 < a15) || ((a15 == b16) && (pb18 < pa17))));
-                    let up20: bool = (i13 & k8) == 0u;
-                    if ((up20 && t19) || (!up20 && !t19)) {
-                        keys[i13] = b16;
-                        keys[l14] = a15;
-                        places[i13] = pb18;
-                        places[l14] = pa17;
+    for (var e_8: u32 = 0u; e_8 < 6u; e_8 += 1u) {
+        let k9: u32 = 2u << e_8;
+        let half10: u32 = 1u << e_8;
+        for (var f_11: u32 = 0u; f_11 < e_8 + 1u; f_11 += 1u) {
+            let j12: u32 = half10 >> f_11;
+            for (var i0_13: u32 = 0u; i0_13 < 64u; i0_13 += 64u) {
+                let i14: u32 = i0_13 + lid.x;
+                let l15: u32 = i14 ^ j12;
+                if (l15 > i14) {
+                    let a16: u32 = keys[i14];
+                    let b17: u32 = keys[l15];
+                    let pa18: u32 = places[i14];
+                    let pb19: u32 = places[l15];
+                    let t20: bool = (((pa18 >= u.L) || (pb19 >= u.L)) && (pb19 < pa18)) || (!((pa18 >= u.L) || (pb19 >= u.L)) && ((b17 < a16) || ((a16 == b17) && (pb19 < pa18))));
+                    let up21: bool = (i14 & k9) == 0u;
+                    if ((up21 && t20) || (!up21 && !t20)) {
+                        keys[i14] = b17;
+                        keys[l15] = a16;
+                        places[i14] = pb19;
+                        places[l15] = pa18;
                     }
                 }
             }
             workgroupBarrier();
         }
     }
-    for (var i0_21: u32 = 0u; i0_21 < 64u; i0_21 += 64u) {
-        let i22: u32 = i0_21 + lid.x;
-        if (i22 < u.L) {
-            let y23: i32 = i32(places[i22]);
-            let i24: u32 = g0 * u.L + i22;
-            out[i24] = y23;
+    for (var i0_22: u32 = 0u; i0_22 < 64u; i0_22 += 64u) {
+        let i23: u32 = i0_22 + lid.x;
+        if (i23 < u.L) {
+            let place24: u32 = places[i23];
+            let y25: i32 = i32(place24);
+            let i26: u32 = g0 * u.L + i23;
+            out[i26] = y25;
         }
     }
 }

@@ -8,7 +8,7 @@ struct Uniforms {
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scratch0: array<i32>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
-var<workgroup> keys: array<f32, 64>;
+var<workgroup> keys: array<u32, 64>;
 var<workgroup> places: array<u32, 64>;
 
 @compute @workgroup_size(64, 1, 1)
@@ -26,46 +26,49 @@ fn gather_sorted_0_sort(
         if (i2 < u.L) {
             let i3: u32 = g0 * u.L + i2;
             let v4: f32 = x[i3];
-            keys[i2] = v4;
+            let bits5: u32 = bitcast<u32>(v4);
+            let key6: u32 = select(select(select(bits5 | 2147483648u, bits5 ^ 4294967295u, bits5 >= 2147483648u), 2147483648u, (bits5 & 2147483647u) == 0u), 4294967295u, (bits5 & 2147483647u) > 2139095040u);
+            keys[i2] = key6;
         }
         if (i2 >= u.L) {
-            keys[i2] = 0.0f;
+            keys[i2] = 0u;
         }
         places[i2] = i2;
     }
     workgroupBarrier();
-    for (var e_5: u32 = 0u; e_5 < 6u; e_5 += 1u) {
-        let k6: u32 = 2u << e_5;
-        let half7: u32 = 1u << e_5;
-        for (var f_8: u32 = 0u; f_8 < e_5 + 1u; f_8 += 1u) {
-            let j9: u32 = half7 >> f_8;
-            for (var i0_10: u32 = 0u; i0_10 < 64u; i0_10 += 64u) {
-                let i11: u32 = i0_10 + lid.x;
-                let l12: u32 = i11 ^ j9;
-                if (l12 > i11) {
-                    let a13: f32 = keys[i11];
-                    let b14: f32 = keys[l12];
-                    let pa15: u32 = places[i11];
-                    let pb16: u32 = places[l12];
-                    let t17: bool = (((pa15 >= u.L) || (pb16 >= u.L)) && (pb16 < pa15)) || (!((pa15 >= u.L) || (pb16 >= u.L)) && ((!((bitcast<u32>(b14) & 0x7fffffffu) > 0x7f800000u) && (((bitcast<u32>(a13) & 0x7fffffffu) > 0x7f800000u) || (b14 < a13))) || (((((bitcast<u32>(a13) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(b14) & 0x7fffffffu) > 0x7f800000u)) || (a13 == b14)) && (pb16 < pa15))));
-                    let up18: bool = (i11 & k6) == 0u;
-                    if ((up18 && t17) || (!up18 && !t17)) {
-                        keys[i11] = b14;
-                        keys[l12] = a13;
-                        places[i11] = pb16;
-                        places[l12] = pa15;
+    for (var e_7: u32 = 0u; e_7 < 6u; e_7 += 1u) {
+        let k8: u32 = 2u << e_7;
+        let half9: u32 = 1u << e_7;
+        for (var f_10: u32 = 0u; f_10 < e_7 + 1u; f_10 += 1u) {
+            let j11: u32 = half9 >> f_10;
+            for (var i0_12: u32 = 0u; i0_12 < 64u; i0_12 += 64u) {
+                let i13: u32 = i0_12 + lid.x;
+                let l14: u32 = i13 ^ j11;
+                if (l14 > i13) {
+                    let a15: u32 = keys[i13];
+                    let b16: u32 = keys[l14];
+                    let pa17: u32 = places[i13];
+                    let pb18: u32 = places[l14];
+                    let t19: bool = (((pa17 >= u.L) || (pb18 >= u.L)) && (pb18 < pa17)) || (!((pa17 >= u.L) || (pb18 >= u.L)) && ((b16 < a15) || ((a15 == b16) && (pb18 < pa17))));
+                    let up20: bool = (i13 & k8) == 0u;
+                    if ((up20 && t19) || (!up20 && !t19)) {
+                        keys[i13] = b16;
+                        keys[l14] = a15;
+                        places[i13] = pb18;
+                        places[l14] = pa17;
                     }
                 }
             }
             workgroupBarrier();
         }
     }
-    for (var i0_19: u32 = 0u; i0_19 < 64u; i0_19 += 64u) {
-        let i20: u32 = i0_19 + lid.x;
-        if (i20 < u.L) {
-            let y21: i32 = i32(places[i20]);
-            let i22: u32 = g0 * u.L + i20;
-            scratch0[i22] = y21;
+    for (var i0_21: u32 = 0u; i0_21 < 64u; i0_21 += 64u) {
+        let i22: u32 = i0_21 + lid.x;
+        if (i22 < u.L) {
+            let place23: u32 = places[i22];
+            let y24: i32 = i32(place23);
+            let i25: u32 = g0 * u.L + i22;
+            scratch0[i25] = y24;
         }
     }
 }

@@ -81,9 +81,12 @@ fn largest_of_rows_0_sort_sort(
             let s0_i21: u32 = s0_i0_20 + lid.x;
             if (s0_i21 < 8u) {
                 if (s0_i21 < 5u) {
-                    let s0_y22: u32 = s0_keys[s0_i21];
-                    let s0_i23: u32 = s0_g0 * 5u + s0_i21;
-                    scratch0[s0_i23] = s0_y22;
+                    let s0_place22: u32 = s0_places[s0_i21];
+                    let s0_i23: u32 = s0_g0 * 5u + s0_place22;
+                    let s0_v24: u32 = x[s0_i23];
+                    let s0_v25: u32 = mimir_mod_u32(s0_v24, 3u);
+                    let s0_i26: u32 = s0_g0 * 5u + s0_i21;
+                    scratch0[s0_i26] = s0_v25;
                 }
             }
         }
@@ -143,9 +146,10 @@ fn largest_of_rows_0_sort_sort(
             let s1_i20: u32 = s1_i0_19 + lid.x;
             if (s1_i20 < 8u) {
                 if (s1_i20 < 5u) {
-                    let s1_y21: i32 = i32(s1_places[s1_i20]);
-                    let s1_i22: u32 = s1_g0 * 5u + s1_i20;
-                    scratch1[s1_i22] = s1_y21;
+                    let s1_place21: u32 = s1_places[s1_i20];
+                    let s1_y22: i32 = i32(s1_place21);
+                    let s1_i23: u32 = s1_g0 * 5u + s1_i20;
+                    scratch1[s1_i23] = s1_y22;
                 }
             }
         }

@@ -10,9 +10,9 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read_write> scratch0: array<i32>;
 @group(0) @binding(2) var<storage, read_write> scratch1: array<i32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> s0_keys: array<i32, 64>;
+var<workgroup> s0_keys: array<u32, 64>;
 var<workgroup> s0_places: array<u32, 64>;
-var<workgroup> s1_keys: array<i32, 64>;
+var<workgroup> s1_keys: array<u32, 64>;
 var<workgroup> s1_places: array<u32, 64>;
 
 fn mimir_f32_to_i32(a: f32) -> i32 {
@@ -48,46 +48,51 @@ fn smallest_k_0_sort_sort(
                 let s0_v4: f32 = x[s0_i3];
                 let s0_v5: f32 = s0_v4 * 4.0f;
                 let s0_v6: i32 = mimir_f32_to_i32(s0_v5);
-                s0_keys[s0_i2] = s0_v6;
+                let s0_key7: u32 = bitcast<u32>(s0_v6) ^ 2147483648u;
+                s0_keys[s0_i2] = s0_key7;
             }
             if (s0_i2 >= u.L) {
-                s0_keys[s0_i2] = 0i;
+                s0_keys[s0_i2] = 0u;
             }
             s0_places[s0_i2] = s0_i2;
         }
         workgroupBarrier();
-        for (var s0_e_7: u32 = 0u; s0_e_7 < 6u; s0_e_7 += 1u) {
-            let s0_k8: u32 = 2u << s0_e_7;
-            let s0_half9: u32 = 1u << s0_e_7;
-            for (var s0_f_10: u32 = 0u; s0_f_10 < s0_e_7 + 1u; s0_f_10 += 1u) {
-                let s0_j11: u32 = s0_half9 >> s0_f_10;
-                for (var s0_i0_12: u32 = 0u; s0_i0_12 < 64u; s0_i0_12 += 64u) {
-                    let s0_i13: u32 = s0_i0_12 + lid.x;
-                    let s0_l14: u32 = s0_i13 ^ s0_j11;
-                    if (s0_l14 > s0_i13) {
-                        let s0_a15: i32 = s0_keys[s0_i13];
-                        let s0_b16: i32 = s0_keys[s0_l14];
-                        let s0_pa17: u32 = s0_places[s0_i13];
-                        let s0_pb18: u32 = s0_places[s0_l14];
-                        let s0_t19: bool = (((s0_pa17 >= u.L) || (s0_pb18 >= u.L)) && (s0_pb18 < s0_pa17)) || (!((s0_pa17 >= u.L) || (s0_pb18 >= u.L)) && ((s0_b16 < s0_a15) || ((s0_a15 == s0_b16) && (s0_pb18 < s0_pa17))));
-                        let s0_up20: bool = (s0_i13 & s0_k8) == 0u;
-                        if ((s0_up20 && s0_t19) || (!s0_up20 && !s0_t19)) {
-                            s0_keys[s0_i13] = s0_b16;
-                            s0_keys[s0_l14] = s0_a15;
-                            s0_places[s0_i13] = s0_pb18;
-                            s0_places[s0_l14] = s0_pa17;
+        for (var s0_e_8: u32 = 0u; s0_e_8 < 6u; s0_e_8 += 1u) {
+            let s0_k9: u32 = 2u << s0_e_8;
+            let s0_half10: u32 = 1u << s0_e_8;
+            for (var s0_f_11: u32 = 0u; s0_f_11 < s0_e_8 + 1u; s0_f_11 += 1u) {
+                let s0_j12: u32 = s0_half10 >> s0_f_11;
+                for (var s0_i0_13: u32 = 0u; s0_i0_13 < 64u; s0_i0_13 += 64u) {
+                    let s0_i14: u32 = s0_i0_13 + lid.x;
+                    let s0_l15: u32 = s0_i14 ^ s0_j12;
+                    if (s0_l15 > s0_i14) {
+                        let s0_a16: u32 = s0_keys[s0_i14];
+                        let s0_b17: u32 = s0_keys[s0_l15];
+                        let s0_pa18: u32 = s0_places[s0_i14];
+                        let s0_pb19: u32 = s0_places[s0_l15];
+                        let s0_t20: bool = (((s0_pa18 >= u.L) || (s0_pb19 >= u.L)) && (s0_pb19 < s0_pa18)) || (!((s0_pa18 >= u.L) || (s0_pb19 >= u.L)) && ((s0_b17 < s0_a16) || ((s0_a16 == s0_b17) && (s0_pb19 < s0_pa18))));
+                        let s0_up21: bool = (s0_i14 & s0_k9) == 0u;
+                        if ((s0_up21 && s0_t20) || (!s0_up21 && !s0_t20)) {
+                            s0_keys[s0_i14] = s0_b17;
+                            s0_keys[s0_l15] = s0_a16;
+                            s0_places[s0_i14] = s0_pb19;
+                            s0_places[s0_l15] = s0_pa18;
                         }
                     }
                 }
                 workgroupBarrier();
             }
         }
-        for (var s0_i0_21: u32 = 0u; s0_i0_21 < 64u; s0_i0_21 += 64u) {
-            let s0_i22: u32 = s0_i0_21 + lid.x;
-            if (s0_i22 < u.L) {
-                let s0_y23: i32 = s0_keys[s0_i22];
-                let s0_i24: u32 = s0_g0 * u.L + s0_i22;
-                scratch0[s0_i24] = s0_y23;
+        for (var s0_i0_22: u32 = 0u; s0_i0_22 < 64u; s0_i0_22 += 64u) {
+            let s0_i23: u32 = s0_i0_22 + lid.x;
+            if (s0_i23 < u.L) {
+                let s0_place24: u32 = s0_places[s0_i23];
+                let s0_i25: u32 = s0_g0 * u.L + s0_place24;
+                let s0_v26: f32 = x[s0_i25];
+                let s0_v27: f32 = s0_v26 * 4.0f;
+                let s0_v28: i32 = mimir_f32_to_i32(s0_v27);
+                let s0_i29: u32 = s0_g0 * u.L + s0_i23;
+                scratch0[s0_i29] = s0_v28;
             }
         }
     } else {
@@ -106,46 +111,48 @@ fn smallest_k_0_sort_sort(
                 let s1_v4: f32 = x[s1_i3];
                 let s1_v5: f32 = s1_v4 * 4.0f;
                 let s1_v6: i32 = mimir_f32_to_i32(s1_v5);
-                s1_keys[s1_i2] = s1_v6;
+                let s1_key7: u32 = bitcast<u32>(s1_v6) ^ 2147483648u;
+                s1_keys[s1_i2] = s1_key7;
             }
             if (s1_i2 >= u.L) {
-                s1_keys[s1_i2] = 0i;
+                s1_keys[s1_i2] = 0u;
             }
             s1_places[s1_i2] = s1_i2;
         }
         workgroupBarrier();
-        for (var s1_e_7: u32 = 0u; s1_e_7 < 6u; s1_e_7 += 1u) {
-            let s1_k8: u32 = 2u << s1_e_7;
-            let s1_half9: u32 = 1u << s1_e_7;
-            for (var s1_f_10: u32 = 0u; s1_f_10 < s1_e_7 + 1u; s1_f_10 += 1u) {
-                let s1_j11: u32 = s1_half9 >> s1_f_10;
-                for (var s1_i0_12: u32 = 0u; s1_i0_12 < 64u; s1_i0_12 += 64u) {
-                    let s1_i13: u32 = s1_i0_12 + lid.x;
-                    let s1_l14: u32 = s1_i13 ^ s1_j11;
-                    if (s1_l14 > s1_i13) {
-                        let s1_a15: i32 = s1_keys[s1_i13];
-                        let s1_b16: i32 = s1_keys[s1_l14];
-                        let s1_pa17: u32 = s1_places[s1_i13];
-                        let s1_pb18: u32 = s1_places[s1_l14];
-                        let s1_t19: bool = (((s1_pa17 >= u.L) || (s1_pb18 >= u.L)) && (s1_pb18 < s1_pa17)) || (!((s1_pa17 >= u.L) || (s1_pb18 >= u.L)) && ((s1_b16 < s1_a15) || ((s1_a15 == s1_b16) && (s1_pb18 < s1_pa17))));
-                        let s1_up20: bool = (s1_i13 & s1_k8) == 0u;
-                        if ((s1_up20 && s1_t19) || (!s1_up20 && !s1_t19)) {
-                            s1_keys[s1_i13] = s1_b16;
-                            s1_keys[s1_l14] = s1_a15;
-                            s1_places[s1_i13] = s1_pb18;
-                            s1_places[s1_l14] = s1_pa17;
+        for (var s1_e_8: u32 = 0u; s1_e_8 < 6u; s1_e_8 += 1u) {
+            let s1_k9: u32 = 2u << s1_e_8;
+            let s1_half10: u32 = 1u << s1_e_8;
+            for (var s1_f_11: u32 = 0u; s1_f_11 < s1_e_8 + 1u; s1_f_11 += 1u) {
+                let s1_j12: u32 = s1_half10 >> s1_f_11;
+                for (var s1_i0_13: u32 = 0u; s1_i0_13 < 64u; s1_i0_13 += 64u) {
+                    let s1_i14: u32 = s1_i0_13 + lid.x;
+                    let s1_l15: u32 = s1_i14 ^ s1_j12;
+                    if (s1_l15 > s1_i14) {
+                        let s1_a16: u32 = s1_keys[s1_i14];
+                        let s1_b17: u32 = s1_keys[s1_l15];
+                        let s1_pa18: u32 = s1_places[s1_i14];
+                        let s1_pb19: u32 = s1_places[s1_l15];
+                        let s1_t20: bool = (((s1_pa18 >= u.L) || (s1_pb19 >= u.L)) && (s1_pb19 < s1_pa18)) || (!((s1_pa18 >= u.L) || (s1_pb19 >= u.L)) && ((s1_b17 < s1_a16) || ((s1_a16 == s1_b17) && (s1_pb19 < s1_pa18))));
+                        let s1_up21: bool = (s1_i14 & s1_k9) == 0u;
+                        if ((s1_up21 && s1_t20) || (!s1_up21 && !s1_t20)) {
+                            s1_keys[s1_i14] = s1_b17;
+                            s1_keys[s1_l15] = s1_a16;
+                            s1_places[s1_i14] = s1_pb19;
+                            s1_places[s1_l15] = s1_pa18;
                         }
                     }
                 }
                 workgroupBarrier();
             }
         }
-        for (var s1_i0_21: u32 = 0u; s1_i0_21 < 64u; s1_i0_21 += 64u) {
-            let s1_i22: u32 = s1_i0_21 + lid.x;
-            if (s1_i22 < u.L) {
-                let s1_y23: i32 = i32(s1_places[s1_i22]);
-                let s1_i24: u32 = s1_g0 * u.L + s1_i22;
-                scratch1[s1_i24] = s1_y23;
+        for (var s1_i0_22: u32 = 0u; s1_i0_22 < 64u; s1_i0_22 += 64u) {
+            let s1_i23: u32 = s1_i0_22 + lid.x;
+            if (s1_i23 < u.L) {
+                let s1_place24: u32 = s1_places[s1_i23];
+                let s1_y25: i32 = i32(s1_place24);
+                let s1_i26: u32 = s1_g0 * u.L + s1_i23;
+                scratch1[s1_i26] = s1_y25;
             }
         }
     }

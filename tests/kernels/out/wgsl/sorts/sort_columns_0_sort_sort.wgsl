@@ -8,9 +8,9 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read_write> out0: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out1: array<i32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> s0_keys: array<f32, 512>;
+var<workgroup> s0_keys: array<u32, 512>;
 var<workgroup> s0_places: array<u32, 512>;
-var<workgroup> s1_keys: array<f32, 512>;
+var<workgroup> s1_keys: array<u32, 512>;
 var<workgroup> s1_places: array<u32, 512>;
 
 @compute @workgroup_size(256, 1, 1)
@@ -25,46 +25,50 @@ fn sort_columns_0_sort_sort(
             if (s0_i1 < u.S) {
                 let s0_i2: u32 = s0_i1 * 3u + s0_unit;
                 let s0_v3: f32 = x[s0_i2];
-                s0_keys[s0_i1] = s0_v3;
+                let s0_bits4: u32 = bitcast<u32>(s0_v3);
+                let s0_key5: u32 = select(select(select(s0_bits4 | 2147483648u, s0_bits4 ^ 4294967295u, s0_bits4 >= 2147483648u), 2147483648u, (s0_bits4 & 2147483647u) == 0u), 4294967295u, (s0_bits4 & 2147483647u) > 2139095040u);
+                s0_keys[s0_i1] = s0_key5;
             }
             if (s0_i1 >= u.S) {
-                s0_keys[s0_i1] = 0.0f;
+                s0_keys[s0_i1] = 0u;
             }
             s0_places[s0_i1] = s0_i1;
         }
         workgroupBarrier();
-        for (var s0_e_4: u32 = 0u; s0_e_4 < 9u; s0_e_4 += 1u) {
-            let s0_k5: u32 = 2u << s0_e_4;
-            let s0_half6: u32 = 1u << s0_e_4;
-            for (var s0_f_7: u32 = 0u; s0_f_7 < s0_e_4 + 1u; s0_f_7 += 1u) {
-                let s0_j8: u32 = s0_half6 >> s0_f_7;
-                for (var s0_i0_9: u32 = 0u; s0_i0_9 < 512u; s0_i0_9 += 256u) {
-                    let s0_i10: u32 = s0_i0_9 + lid.x;
-                    let s0_l11: u32 = s0_i10 ^ s0_j8;
-                    if (s0_l11 > s0_i10) {
-                        let s0_a12: f32 = s0_keys[s0_i10];
-                        let s0_b13: f32 = s0_keys[s0_l11];
-                        let s0_pa14: u32 = s0_places[s0_i10];
-                        let s0_pb15: u32 = s0_places[s0_l11];
-                        let s0_t16: bool = (((s0_pa14 >= u.S) || (s0_pb15 >= u.S)) && (s0_pb15 < s0_pa14)) || (!((s0_pa14 >= u.S) || (s0_pb15 >= u.S)) && ((!((bitcast<u32>(s0_b13) & 0x7fffffffu) > 0x7f800000u) && (((bitcast<u32>(s0_a12) & 0x7fffffffu) > 0x7f800000u) || (s0_b13 < s0_a12))) || (((((bitcast<u32>(s0_a12) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(s0_b13) & 0x7fffffffu) > 0x7f800000u)) || (s0_a12 == s0_b13)) && (s0_pb15 < s0_pa14))));
-                        let s0_up17: bool = (s0_i10 & s0_k5) == 0u;
-                        if ((s0_up17 && s0_t16) || (!s0_up17 && !s0_t16)) {
-                            s0_keys[s0_i10] = s0_b13;
-                            s0_keys[s0_l11] = s0_a12;
-                            s0_places[s0_i10] = s0_pb15;
-                            s0_places[s0_l11] = s0_pa14;
+        for (var s0_e_6: u32 = 0u; s0_e_6 < 9u; s0_e_6 += 1u) {
+            let s0_k7: u32 = 2u << s0_e_6;
+            let s0_half8: u32 = 1u << s0_e_6;
+            for (var s0_f_9: u32 = 0u; s0_f_9 < s0_e_6 + 1u; s0_f_9 += 1u) {
+                let s0_j10: u32 = s0_half8 >> s0_f_9;
+                for (var s0_i0_11: u32 = 0u; s0_i0_11 < 512u; s0_i0_11 += 256u) {
+                    let s0_i12: u32 = s0_i0_11 + lid.x;
+                    let s0_l13: u32 = s0_i12 ^ s0_j10;
+                    if (s0_l13 > s0_i12) {
+                        let s0_a14: u32 = s0_keys[s0_i12];
+                        let s0_b15: u32 = s0_keys[s0_l13];
+                        let s0_pa16: u32 = s0_places[s0_i12];
+                        let s0_pb17: u32 = s0_places[s0_l13];
+                        let s0_t18: bool = (((s0_pa16 >= u.S) || (s0_pb17 >= u.S)) && (s0_pb17 < s0_pa16)) || (!((s0_pa16 >= u.S) || (s0_pb17 >= u.S)) && ((s0_b15 < s0_a14) || ((s0_a14 == s0_b15) && (s0_pb17 < s0_pa16))));
+                        let s0_up19: bool = (s0_i12 & s0_k7) == 0u;
+                        if ((s0_up19 && s0_t18) || (!s0_up19 && !s0_t18)) {
+                            s0_keys[s0_i12] = s0_b15;
+                            s0_keys[s0_l13] = s0_a14;
+                            s0_places[s0_i12] = s0_pb17;
+                            s0_places[s0_l13] = s0_pa16;
                         }
                     }
                 }
                 workgroupBarrier();
             }
         }
-        for (var s0_i0_18: u32 = 0u; s0_i0_18 < 512u; s0_i0_18 += 256u) {
-            let s0_i19: u32 = s0_i0_18 + lid.x;
-            if (s0_i19 < u.S) {
-                let s0_y20: f32 = s0_keys[s0_i19];
-                let s0_i21: u32 = s0_i19 * 3u + s0_unit;
-                out0[s0_i21] = s0_y20;
+        for (var s0_i0_20: u32 = 0u; s0_i0_20 < 512u; s0_i0_20 += 256u) {
+            let s0_i21: u32 = s0_i0_20 + lid.x;
+            if (s0_i21 < u.S) {
+                let s0_place22: u32 = s0_places[s0_i21];
+                let s0_i23: u32 = s0_place22 * 3u + s0_unit;
+                let s0_v24: f32 = x[s0_i23];
+                let s0_i25: u32 = s0_i21 * 3u + s0_unit;
+                out0[s0_i25] = s0_v24;
             }
         }
     } else {
@@ -74,46 +78,49 @@ fn sort_columns_0_sort_sort(
             if (s1_i1 < u.S) {
                 let s1_i2: u32 = s1_i1 * 3u + s1_unit;
                 let s1_v3: f32 = x[s1_i2];
-                s1_keys[s1_i1] = s1_v3;
+                let s1_bits4: u32 = bitcast<u32>(s1_v3);
+                let s1_key5: u32 = select(select(select(s1_bits4 | 2147483648u, s1_bits4 ^ 4294967295u, s1_bits4 >= 2147483648u), 2147483648u, (s1_bits4 & 2147483647u) == 0u), 4294967295u, (s1_bits4 & 2147483647u) > 2139095040u);
+                s1_keys[s1_i1] = s1_key5;
             }
             if (s1_i1 >= u.S) {
-                s1_keys[s1_i1] = 0.0f;
+                s1_keys[s1_i1] = 0u;
             }
             s1_places[s1_i1] = s1_i1;
         }
         workgroupBarrier();
-        for (var s1_e_4: u32 = 0u; s1_e_4 < 9u; s1_e_4 += 1u) {
-            let s1_k5: u32 = 2u << s1_e_4;
-            let s1_half6: u32 = 1u << s1_e_4;
-            for (var s1_f_7: u32 = 0u; s1_f_7 < s1_e_4 + 1u; s1_f_7 += 1u) {
-                let s1_j8: u32 = s1_half6 >> s1_f_7;
-                for (var s1_i0_9: u32 = 0u; s1_i0_9 < 512u; s1_i0_9 += 256u) {
-                    let s1_i10: u32 = s1_i0_9 + lid.x;
-                    let s1_l11: u32 = s1_i10 ^ s1_j8;
-                    if (s1_l11 > s1_i10) {
-                        let s1_a12: f32 = s1_keys[s1_i10];
-                        let s1_b13: f32 = s1_keys[s1_l11];
-                        let s1_pa14: u32 = s1_places[s1_i10];
-                        let s1_pb15: u32 = s1_places[s1_l11];
-                        let s1_t16: bool = (((s1_pa14 >= u.S) || (s1_pb15 >= u.S)) && (s1_pb15 < s1_pa14)) || (!((s1_pa14 >= u.S) || (s1_pb15 >= u.S)) && ((!((bitcast<u32>(s1_b13) & 0x7fffffffu) > 0x7f800000u) && (((bitcast<u32>(s1_a12) & 0x7fffffffu) > 0x7f800000u) || (s1_b13 < s1_a12))) || (((((bitcast<u32>(s1_a12) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(s1_b13) & 0x7fffffffu) > 0x7f800000u)) || (s1_a12 == s1_b13)) && (s1_pb15 < s1_pa14))));
-                        let s1_up17: bool = (s1_i10 & s1_k5) == 0u;
-                        if ((s1_up17 && s1_t16) || (!s1_up17 && !s1_t16)) {
-                            s1_keys[s1_i10] = s1_b13;
-                            s1_keys[s1_l11] = s1_a12;
-                            s1_places[s1_i10] = s1_pb15;
-                            s1_places[s1_l11] = s1_pa14;
+        for (var s1_e_6: u32 = 0u; s1_e_6 < 9u; s1_e_6 += 1u) {
+            let s1_k7: u32 = 2u << s1_e_6;
+            let s1_half8: u32 = 1u << s1_e_6;
+            for (var s1_f_9: u32 = 0u; s1_f_9 < s1_e_6 + 1u; s1_f_9 += 1u) {
+                let s1_j10: u32 = s1_half8 >> s1_f_9;
+                for (var s1_i0_11: u32 = 0u; s1_i0_11 < 512u; s1_i0_11 += 256u) {
+                    let s1_i12: u32 = s1_i0_11 + lid.x;
+                    let s1_l13: u32 = s1_i12 ^ s1_j10;
+                    if (s1_l13 > s1_i12) {
+                        let s1_a14: u32 = s1_keys[s1_i12];
+                        let s1_b15: u32 = s1_keys[s1_l13];
+                        let s1_pa16: u32 = s1_places[s1_i12];
+                        let s1_pb17: u32 = s1_places[s1_l13];
+                        let s1_t18: bool = (((s1_pa16 >= u.S) || (s1_pb17 >= u.S)) && (s1_pb17 < s1_pa16)) || (!((s1_pa16 >= u.S) || (s1_pb17 >= u.S)) && ((s1_b15 < s1_a14) || ((s1_a14 == s1_b15) && (s1_pb17 < s1_pa16))));
+                        let s1_up19: bool = (s1_i12 & s1_k7) == 0u;
+                        if ((s1_up19 && s1_t18) || (!s1_up19 && !s1_t18)) {
+                            s1_keys[s1_i12] = s1_b15;
+                            s1_keys[s1_l13] = s1_a14;
+                            s1_places[s1_i12] = s1_pb17;
+                            s1_places[s1_l13] = s1_pa16;
                         }
                     }
                 }
                 workgroupBarrier();
             }
         }
-        for (var s1_i0_18: u32 = 0u; s1_i0_18 < 512u; s1_i0_18 += 256u) {
-            let s1_i19: u32 = s1_i0_18 + lid.x;
-            if (s1_i19 < u.S) {
-                let s1_y20: i32 = i32(s1_places[s1_i19]);
-                let s1_i21: u32 = s1_i19 * 3u + s1_unit;
-                out1[s1_i21] = s1_y20;
+        for (var s1_i0_20: u32 = 0u; s1_i0_20 < 512u; s1_i0_20 += 256u) {
+            let s1_i21: u32 = s1_i0_20 + lid.x;
+            if (s1_i21 < u.S) {
+                let s1_place22: u32 = s1_places[s1_i21];
+                let s1_y23: i32 = i32(s1_place22);
+                let s1_i24: u32 = s1_i21 * 3u + s1_unit;
+                out1[s1_i24] = s1_y23;
             }
         }
     }

@@ -75,9 +75,12 @@ fn sort_unsigned_0_sort(
         let i21: u32 = i0_20 + lid.x;
         if (i21 < 8u) {
             if (i21 < 5u) {
-                let y22: u32 = keys[i21];
-                let i23: u32 = g0 * 5u + i21;
-                out[i23] = y22;
+                let place22: u32 = places[i21];
+                let i23: u32 = g0 * 5u + place22;
+                let v24: u32 = x[i23];
+                let v25: u32 = mimir_mod_u32(v24, 4u);
+                let i26: u32 = g0 * 5u + i21;
+                out[i26] = v25;
             }
         }
     }

@@ -8,9 +8,9 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read_write> scratch0: array<f32>;
 @group(0) @binding(2) var<storage, read_write> scratch1: array<i32>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
-var<workgroup> s0_keys: array<f32, 8>;
+var<workgroup> s0_keys: array<u32, 8>;
 var<workgroup> s0_places: array<u32, 8>;
-var<workgroup> s1_keys: array<f32, 8>;
+var<workgroup> s1_keys: array<u32, 8>;
 var<workgroup> s1_places: array<u32, 8>;
 
 @compute @workgroup_size(32, 1, 1)
@@ -32,36 +32,38 @@ fn top3_0_sort_sort(
                 if (s0_i2 < 5u) {
                     let s0_i3: u32 = s0_g0 * 5u + s0_i2;
                     let s0_v4: f32 = x[s0_i3];
-                    s0_keys[s0_i2] = s0_v4;
+                    let s0_bits5: u32 = bitcast<u32>(s0_v4);
+                    let s0_key6: u32 = select(select(select(s0_bits5 | 2147483648u, s0_bits5 ^ 4294967295u, s0_bits5 >= 2147483648u), 2147483648u, (s0_bits5 & 2147483647u) == 0u), 4294967295u, (s0_bits5 & 2147483647u) > 2139095040u);
+                    s0_keys[s0_i2] = s0_key6;
                 }
                 if (s0_i2 >= 5u) {
-                    s0_keys[s0_i2] = 0.0f;
+                    s0_keys[s0_i2] = 0u;
                 }
                 s0_places[s0_i2] = s0_i2;
             }
         }
         workgroupBarrier();
-        for (var s0_e_5: u32 = 0u; s0_e_5 < 3u; s0_e_5 += 1u) {
-            let s0_k6: u32 = 2u << s0_e_5;
-            let s0_half7: u32 = 1u << s0_e_5;
-            for (var s0_f_8: u32 = 0u; s0_f_8 < s0_e_5 + 1u; s0_f_8 += 1u) {
-                let s0_j9: u32 = s0_half7 >> s0_f_8;
-                for (var s0_i0_10: u32 = 0u; s0_i0_10 < 8u; s0_i0_10 += 32u) {
-                    let s0_i11: u32 = s0_i0_10 + lid.x;
-                    if (s0_i11 < 8u) {
-                        let s0_l12: u32 = s0_i11 ^ s0_j9;
-                        if (s0_l12 > s0_i11) {
-                            let s0_a13: f32 = s0_keys[s0_i11];
-                            let s0_b14: f32 = s0_keys[s0_l12];
-                            let s0_pa15: u32 = s0_places[s0_i11];
-                            let s0_pb16: u32 = s0_places[s0_l12];
-                            let s0_t17: bool = (((s0_pa15 >= 5u) || (s0_pb16 >= 5u)) && (s0_pb16 < s0_pa15)) || (!((s0_pa15 >= 5u) || (s0_pb16 >= 5u)) && ((!((bitcast<u32>(s0_a13) & 0x7fffffffu) > 0x7f800000u) && (((bitcast<u32>(s0_b14) & 0x7fffffffu) > 0x7f800000u) || (s0_b14 > s0_a13))) || (((((bitcast<u32>(s0_a13) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(s0_b14) & 0x7fffffffu) > 0x7f800000u)) || (s0_a13 == s0_b14)) && (s0_pb16 < s0_pa15))));
-                            let s0_up18: bool = (s0_i11 & s0_k6) == 0u;
-                            if ((s0_up18 && s0_t17) || (!s0_up18 && !s0_t17)) {
-                                s0_keys[s0_i11] = s0_b14;
-                                s0_keys[s0_l12] = s0_a13;
-                                s0_places[s0_i11] = s0_pb16;
-                                s0_places[s0_l12] = s0_pa15;
+        for (var s0_e_7: u32 = 0u; s0_e_7 < 3u; s0_e_7 += 1u) {
+            let s0_k8: u32 = 2u << s0_e_7;
+            let s0_half9: u32 = 1u << s0_e_7;
+            for (var s0_f_10: u32 = 0u; s0_f_10 < s0_e_7 + 1u; s0_f_10 += 1u) {
+                let s0_j11: u32 = s0_half9 >> s0_f_10;
+                for (var s0_i0_12: u32 = 0u; s0_i0_12 < 8u; s0_i0_12 += 32u) {
+                    let s0_i13: u32 = s0_i0_12 + lid.x;
+                    if (s0_i13 < 8u) {
+                        let s0_l14: u32 = s0_i13 ^ s0_j11;
+                        if (s0_l14 > s0_i13) {
+                            let s0_a15: u32 = s0_keys[s0_i13];
+                            let s0_b16: u32 = s0_keys[s0_l14];
+                            let s0_pa17: u32 = s0_places[s0_i13];
+                            let s0_pb18: u32 = s0_places[s0_l14];
+                            let s0_t19: bool = (((s0_pa17 >= 5u) || (s0_pb18 >= 5u)) && (s0_pb18 < s0_pa17)) || (!((s0_pa17 >= 5u) || (s0_pb18 >= 5u)) && ((s0_b16 > s0_a15) || ((s0_a15 == s0_b16) && (s0_pb18 < s0_pa17))));
+                            let s0_up20: bool = (s0_i13 & s0_k8) == 0u;
+                            if ((s0_up20 && s0_t19) || (!s0_up20 && !s0_t19)) {
+                                s0_keys[s0_i13] = s0_b16;
+                                s0_keys[s0_l14] = s0_a15;
+                                s0_places[s0_i13] = s0_pb18;
+                                s0_places[s0_l14] = s0_pa17;
                             }
                         }
                     }
@@ -69,13 +71,15 @@ fn top3_0_sort_sort(
                 workgroupBarrier();
             }
         }
-        for (var s0_i0_19: u32 = 0u; s0_i0_19 < 8u; s0_i0_19 += 32u) {
-            let s0_i20: u32 = s0_i0_19 + lid.x;
-            if (s0_i20 < 8u) {
-                if (s0_i20 < 5u) {
-                    let s0_y21: f32 = s0_keys[s0_i20];
-                    let s0_i22: u32 = s0_g0 * 5u + s0_i20;
-                    scratch0[s0_i22] = s0_y21;
+        for (var s0_i0_21: u32 = 0u; s0_i0_21 < 8u; s0_i0_21 += 32u) {
+            let s0_i22: u32 = s0_i0_21 + lid.x;
+            if (s0_i22 < 8u) {
+                if (s0_i22 < 5u) {
+                    let s0_place23: u32 = s0_places[s0_i22];
+                    let s0_i24: u32 = s0_g0 * 5u + s0_place23;
+                    let s0_v25: f32 = x[s0_i24];
+                    let s0_i26: u32 = s0_g0 * 5u + s0_i22;
+                    scratch0[s0_i26] = s0_v25;
                 }
             }
         }
@@ -94,36 +98,38 @@ fn top3_0_sort_sort(
                 if (s1_i2 < 5u) {
                     let s1_i3: u32 = s1_g0 * 5u + s1_i2;
                     let s1_v4: f32 = x[s1_i3];
-                    s1_keys[s1_i2] = s1_v4;
+                    let s1_bits5: u32 = bitcast<u32>(s1_v4);
+                    let s1_key6: u32 = select(select(select(s1_bits5 | 2147483648u, s1_bits5 ^ 4294967295u, s1_bits5 >= 2147483648u), 2147483648u, (s1_bits5 & 2147483647u) == 0u), 4294967295u, (s1_bits5 & 2147483647u) > 2139095040u);
+                    s1_keys[s1_i2] = s1_key6;
                 }
                 if (s1_i2 >= 5u) {
-                    s1_keys[s1_i2] = 0.0f;
+                    s1_keys[s1_i2] = 0u;
                 }
                 s1_places[s1_i2] = s1_i2;
             }
         }
         workgroupBarrier();
-        for (var s1_e_5: u32 = 0u; s1_e_5 < 3u; s1_e_5 += 1u) {
-            let s1_k6: u32 = 2u << s1_e_5;
-            let s1_half7: u32 = 1u << s1_e_5;
-            for (var s1_f_8: u32 = 0u; s1_f_8 < s1_e_5 + 1u; s1_f_8 += 1u) {
-                let s1_j9: u32 = s1_half7 >> s1_f_8;
-                for (var s1_i0_10: u32 = 0u; s1_i0_10 < 8u; s1_i0_10 += 32u) {
-                    let s1_i11: u32 = s1_i0_10 + lid.x;
-                    if (s1_i11 < 8u) {
-                        let s1_l12: u32 = s1_i11 ^ s1_j9;
-                        if (s1_l12 > s1_i11) {
-                            let s1_a13: f32 = s1_keys[s1_i11];
-                            let s1_b14: f32 = s1_keys[s1_l12];
-                            let s1_pa15: u32 = s1_places[s1_i11];
-                            let s1_pb16: u32 = s1_places[s1_l12];
-                            let s1_t17: bool = (((s1_pa15 >= 5u) || (s1_pb16 >= 5u)) && (s1_pb16 < s1_pa15)) || (!((s1_pa15 >= 5u) || (s1_pb16 >= 5u)) && ((!((bitcast<u32>(s1_a13) & 0x7fffffffu) > 0x7f800000u) && (((bitcast<u32>(s1_b14) & 0x7fffffffu) > 0x7f800000u) || (s1_b14 > s1_a13))) || (((((bitcast<u32>(s1_a13) & 0x7fffffffu) > 0x7f800000u) && ((bitcast<u32>(s1_b14) & 0x7fffffffu) > 0x7f800000u)) || (s1_a13 == s1_b14)) && (s1_pb16 < s1_pa15))));
-                            let s1_up18: bool = (s1_i11 & s1_k6) == 0u;
-                            if ((s1_up18 && s1_t17) || (!s1_up18 && !s1_t17)) {
-                                s1_keys[s1_i11] = s1_b14;
-                                s1_keys[s1_l12] = s1_a13;
-                                s1_places[s1_i11] = s1_pb16;
-                                s1_places[s1_l12] = s1_pa15;
+        for (var s1_e_7: u32 = 0u; s1_e_7 < 3u; s1_e_7 += 1u) {
+            let s1_k8: u32 = 2u << s1_e_7;
+            let s1_half9: u32 = 1u << s1_e_7;
+            for (var s1_f_10: u32 = 0u; s1_f_10 < s1_e_7 + 1u; s1_f_10 += 1u) {
+                let s1_j11: u32 = s1_half9 >> s1_f_10;
+                for (var s1_i0_12: u32 = 0u; s1_i0_12 < 8u; s1_i0_12 += 32u) {
+                    let s1_i13: u32 = s1_i0_12 + lid.x;
+                    if (s1_i13 < 8u) {
+                        let s1_l14: u32 = s1_i13 ^ s1_j11;
+                        if (s1_l14 > s1_i13) {
+                            let s1_a15: u32 = s1_keys[s1_i13];
+                            let s1_b16: u32 = s1_keys[s1_l14];
+                            let s1_pa17: u32 = s1_places[s1_i13];
+                            let s1_pb18: u32 = s1_places[s1_l14];
+                            let s1_t19: bool = (((s1_pa17 >= 5u) || (s1_pb18 >= 5u)) && (s1_pb18 < s1_pa17)) || (!((s1_pa17 >= 5u) || (s1_pb18 >= 5u)) && ((s1_b16 > s1_a15) || ((s1_a15 == s1_b16) && (s1_pb18 < s1_pa17))));
+                            let s1_up20: bool = (s1_i13 & s1_k8) == 0u;
+                            if ((s1_up20 && s1_t19) || (!s1_up20 && !s1_t19)) {
+                                s1_keys[s1_i13] = s1_b16;
+                                s1_keys[s1_l14] = s1_a15;
+                                s1_places[s1_i13] = s1_pb18;
+                                s1_places[s1_l14] = s1_pa17;
                             }
                         }
                     }
@@ -131,13 +137,14 @@ fn top3_0_sort_sort(
                 workgroupBarrier();
             }
         }
-        for (var s1_i0_19: u32 = 0u; s1_i0_19 < 8u; s1_i0_19 += 32u) {
-            let s1_i20: u32 = s1_i0_19 + lid.x;
-            if (s1_i20 < 8u) {
-                if (s1_i20 < 5u) {
-                    let s1_y21: i32 = i32(s1_places[s1_i20]);
-                    let s1_i22: u32 = s1_g0 * 5u + s1_i20;
-                    scratch1[s1_i22] = s1_y21;
+        for (var s1_i0_21: u32 = 0u; s1_i0_21 < 8u; s1_i0_21 += 32u) {
+            let s1_i22: u32 = s1_i0_21 + lid.x;
+            if (s1_i22 < 8u) {
+                if (s1_i22 < 5u) {
+                    let s1_place23: u32 = s1_places[s1_i22];
+                    let s1_y24: i32 = i32(s1_place23);
+                    let s1_i25: u32 = s1_g0 * 5u + s1_i22;
+                    scratch1[s1_i25] = s1_y24;
                 }
             }
         }
