@@ -165,3 +165,38 @@ def test_an_axis_bounded_by_max_compiles_for_every_backend() -> None:
     wgsl = next(v for k, v in result.files.items() if k.endswith(".wgsl"))
     # 2048 keys and 2048 positions: 16 KiB, WebGPU's workgroup storage floor
     assert "array<f32, 2048>" in wgsl and "array<u32, 2048>" in wgsl
+
+
+ODD_FLOATS = [
+    math.nan, 1e-45, -1e-45, 0.0, -0.0, math.inf, -math.inf, 1.0, -1.0, 1e-45, -0.0, math.nan,
+    3.4e38, -3.4e38, 1.17e-38, 0.0,
+]  # fmt: skip
+
+
+def test_wgsl_sorts_subnormals_zeros_infinities_and_nans_as_the_shim(tmp_path) -> None:
+    """Subnormals apart from 0.0 and from each other, -0.0 tied with 0.0, NaNs last: the
+    kernel orders u32 keys, so a target that flushes subnormals cannot tie them."""
+    import json
+    import struct
+    from pathlib import Path
+
+    from harness import require_tool, write_files
+
+    from mimir.runtime.verify import shim_reference
+    from mimir.runtime.wgpu_runner import run_manifest
+
+    require_tool("wgpu")
+    path = Path(__file__).parent / "kernels" / "sorts.py"
+    for function in ("sort_rows", "argsort_ties"):
+        result = compile_source(str(path), path.read_text(), ["wgsl"], function=function)
+        write_files(result.files, tmp_path / function)
+        manifest = json.loads((tmp_path / function / f"{function}.manifest.json").read_text())
+        dims = {"N": 2, "L": len(ODD_FLOATS)}
+        inputs = {"x": ODD_FLOATS + list(reversed(ODD_FLOATS))}
+        got = run_manifest(manifest, tmp_path / function, inputs, dims, {})["out"]
+        want = shim_reference(path, function, inputs, dims, {})["out"]
+
+        def bits(values: list) -> list:
+            return [struct.pack("<f", v) if isinstance(v, float) else v for v in values]
+
+        assert bits(got) == bits(want)
