@@ -550,7 +550,7 @@ _CODES = [
         "every size to fit 32-bit indices, and a sorted axis to fit workgroup memory (a bound "
         "of at most 2048); Mimir refuses rather than guess what a kernel should write",
         "return tensors (not Python scalars) or assign an `InOut[...]` parameter, spell "
-        "every size with the kernel's dims, and bound a sorted axis (`Dim(\"L\", max=1024)`)",
+        'every size with the kernel\'s dims, and bound a sorted axis (`Dim("L", max=1024)`)',
         "@gpu\ndef f(x: Tensor[float32, 8], s: float):\n    return s * 2.0\n",
         "@gpu\ndef f(x: Tensor[float32, 8], s: float) -> Tensor[float32, 8]:\n    return x * s\n",
         found_by="compile",
