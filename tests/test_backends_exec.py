@@ -250,6 +250,7 @@ TSAN = [
     ("reductions", "sum_axis0", "reduce"),
     ("big_reduction", "long_softmax", "softmax"),
     ("batched", "bmm", "matmul"),
+    ("sorts", "sort_rows", "sort"),
 ]
 
 # Race tests need sizes where a race can happen: several workgroups, and for the matmul
@@ -259,6 +260,9 @@ RACE_TARGETS: dict[str, list[int]] = {
     "reduce": [3, 5, 300],
     "softmax": [300],
     "matmul": [2, 131, 37, 131],
+    # three rows of 61, padded to 64 (64 threads a row): every compare-exchange step
+    # reads what other threads wrote in the step before
+    "sort": [3, 61],
 }
 
 
@@ -288,6 +292,7 @@ ASAN = [
     *(("batched", f) for f in ("bmm", "bmm_broadcast", "matmul_transposed", "int_matmul")),
     ("reductions", "sum_axis0"),
     ("big_reduction", "long_softmax"),
+    ("sorts", "sort_columns"),
 ]
 ASAN_SIZES = {"B": 2, "M": 131, "K": 37, "N": 131}
 

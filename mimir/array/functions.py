@@ -76,6 +76,27 @@ def einsum(spec: Any, *operands: Any) -> Tensor:
     return Tensor(values, out_shape, dtype, operands[0]._device)
 
 
+def topk(x: Any, k: Any, axis: int = -1, largest: bool = True) -> tuple[Tensor, Tensor]:
+    """The k largest (or, `largest=False`, smallest) elements along `axis` and their int32
+    positions, as PyTorch's `topk` returns them: in sorted order, equal keys in their
+    order (`x.sort(axis, descending=largest)` and `argsort`, each cut to its first k)."""
+    if not isinstance(x, Tensor):
+        raise MimirError("GPU036", "`topk()` takes a tensor first")
+    element_only(x)
+    size = static_int(resolve(k), "`k` of `topk()`")
+    static_int(axis, "the axis of `topk()`")
+    if not isinstance(largest, bool):
+        raise MimirError("GPU036", "`largest` must be True or False")
+    shape = rule(sh.topk, _A, x._shape, size, axis)
+    rule(dr.sortable, "topk()", [x._dtype])
+    a = axis % len(x._shape)
+    values, positions = x.sort(axis, largest), x.argsort(axis, largest)
+    cut = tuple(slice(None) if i != a else slice(0, size) for i in range(len(x._shape)))
+    if shape == x._shape:
+        return values, positions
+    return values[cut], positions[cut]
+
+
 def _shape_arg(shape: Any) -> tuple[int, ...]:
     items = shape if isinstance(shape, (tuple, list)) else (shape,)
     out = tuple(static_int(resolve(s), "a size in a shape") for s in items)

@@ -54,6 +54,12 @@ class OpSpec:
     - `join`: `concatenate((a, b, ...), axis)` / `stack((a, b, ...), axis)`
     - `argreduce`: `argmax` / `argmin` along one axis or all (int32, first index wins)
     - `moments`: `var` / `std` with `ddof`, two-pass (mean first) for stability
+    - `sort`: `sort` / `argsort` along one axis (`descending=False`), stable: equal keys
+      keep their order, a NaN sorts last ascending (NumPy) and first descending, and
+      -0.0 equals 0.0; `argsort` gives int32 indices
+    - `topk`: `topk(x, k, axis=-1, largest=True)`, the pair (values, int32 indices) of the
+      k largest (smallest) along an axis, 1 <= k <= its size; lowered by the graph builder
+      to a `sort` and an `argsort`, each cut to its first k
     """
 
     name: str
@@ -187,6 +193,9 @@ TABLE: tuple[OpSpec, ...] = (
     _method("log_softmax", "softmax", dr.floating),
     _method("argmax", "argreduce", dr.ordered),
     _method("argmin", "argreduce", dr.ordered),
+    _method("sort", "sort", dr.sortable),
+    _method("argsort", "sort", dr.sort_indices),
+    _function("topk", "topk", dr.sortable),
     _method("var", "moments", dr.floating),
     _method("std", "moments", dr.floating),
     # linear algebra and layout
@@ -245,6 +254,9 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
     "log_softmax": ("axis",),
     "argmax": ("axis", "keepdims"),
     "argmin": ("axis", "keepdims"),
+    "sort": ("axis", "descending"),
+    "argsort": ("axis", "descending"),
+    "topk": ("x", "k", "axis", "largest"),
     "var": ("axis", "ddof", "keepdims"),
     "std": ("axis", "ddof", "keepdims"),
     "clip": ("lo", "hi"),

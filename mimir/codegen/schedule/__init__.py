@@ -69,6 +69,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("buffers", launches.allocate_buffers),
     ("row groups", launches.group_rows),
     ("launches", launches.plan_launches),
+    ("sort lengths", limits.refuse_long_sorts),
     ("narrow softmax", narrow.fold_softmax),
     ("narrow row reductions", narrow.fold_row_reductions),
     ("stored values", launches.record_stored),

@@ -33,6 +33,7 @@ class PlanKind(StrEnum):
     ARGREDUCE = "argreduce"  # argmax, argmin
     SOFTMAX = "softmax"  # softmax, log_softmax over one row per workgroup
     SCAN = "scan"  # cumsum, cumprod
+    SORT = "sort"  # sort, argsort: one row per workgroup, in workgroup memory
     ROW = "row"  # last-axis reductions of rows of one shape and what reads them
     GRID = "grid"  # an index-level function (`@gpu(grid=...)`)
 
@@ -158,6 +159,11 @@ class Scan(Rooted):
 
 
 @dataclass
+class Sort(Rooted):
+    kind: ClassVar[PlanKind] = PlanKind.SORT
+
+
+@dataclass
 class Fold(Rooted):
     """A reduction's launch (`reduce`, `moments`, `argreduce`), or the `partial` launch of a
     whole one split over workgroups, whose partials it stores in `writes[0]`."""
@@ -273,5 +279,6 @@ ROOTED: dict[str, type[Rooted]] = {
     "narrow": Narrow,
     "softmax": Softmax,
     "scan": Scan,
+    "sort": Sort,
     **FOLDS,
 }
