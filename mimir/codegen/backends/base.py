@@ -55,7 +55,7 @@ from mimir.codegen.ir import (
     lower_vectors,
     walk_statements,
 )
-from mimir.codegen.lower import with_reduced_trig
+from mimir.codegen.lower import with_helpers_for, with_reduced_trig
 
 _ARITH = ("+", "-", "*", "/", "%")
 _BITWISE = ("<<", ">>", "&", "|", "^")
@@ -172,6 +172,9 @@ class Backend:
     # Whether the builtin sin and cos hold for every argument. Where they are specified
     # on [-pi, pi] only (WGSL, SPIR-V), `adapt` calls the `mimir_trig` helper instead.
     full_range_trig = True
+    # IR intrinsics the target has no instruction for, each called as the IR helper that
+    # computes it (`mulhi` from 16-bit halves on WGSL)
+    emulated: dict[str, str] = {}
 
     def __init__(self, math: str = "fast") -> None:
         # `--math fast|precise`: how PTX lowers exp, log, tanh, sigmoid and gelu (the
@@ -184,6 +187,8 @@ class Backend:
     def adapt(self, kernel: Kernel) -> Kernel:
         """The kernel as this backend prints it: f32 sin and cos by `with_reduced_trig`
         unless the target's builtins hold for every argument."""
+        if self.emulated:
+            kernel = with_helpers_for(kernel, self.emulated)
         return kernel if self.full_range_trig else with_reduced_trig(kernel)
 
     def check(self, kernel: Kernel) -> str | None:
