@@ -28,7 +28,7 @@ TENSOR_OPS = (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
     "bitand", "bitor", "lt", "le", "gt", "ge", "eq", "ne",
     "neg", "invert", "relu", "abs", "sigmoid", "tanh", "gelu", "exp", "log", "sqrt", "rsqrt",
-    "sin", "cos", "clip", "astype", "where", "maximum", "minimum",
+    "sin", "cos", "clip", "astype", "where", "maximum", "minimum", "rand", "randn",
     "sum", "mean", "max", "min", "cumsum", "cumprod", "softmax", "log_softmax",
     "matmul", "einsum", "reshape", "transpose", "T", "index", "shape", "zeros", "ones", "full",
     "math_sqrt", "math_exp", "math_log", "math_sin", "math_cos", "take_along_axis",
@@ -244,6 +244,10 @@ def _apply_op(b: _Builder, op: str, v: _Val) -> _Val:
         other = _partner(b, v, v.dtype)
         shape = _broadcast(v.shape, other.shape)
         return _Val(f"where({cond.expr}, {v.expr}, {other.expr})", shape, v.dtype)
+    if op in ("rand", "randn"):  # Philox of int offsets under a literal seed: float32
+        b.imports.update({op, "float32"})
+        v = _numeric(b, v, INTS)
+        return _Val(f"{op}({draw(st.integers(0, 99))}, {v.expr})", v.shape, "float32")
     if op in ("maximum", "minimum"):
         b.imports.add(op)
         if v.dtype == "bool_":
