@@ -141,7 +141,7 @@ def triu(x: Tensor, k: int = 0) -> Tensor:
 
 def _join(name: str, tensors: Any, axis: Any) -> Tensor:
     if not isinstance(tensors, (tuple, list)) or not all(isinstance(t, Tensor) for t in tensors):
-        raise MimirError("GPU036", f"`{name}()` takes a tuple of tensors")
+        raise MimirError("GPU036", f"`{name}()` takes a tuple or list of tensors")
     element_only(*tensors)
     axis = static_int(axis, f"the axis of `{name}()`")
     stack = name == "stack"
