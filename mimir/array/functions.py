@@ -168,7 +168,7 @@ def triu(x: Tensor, k: int = 0) -> Tensor:
 
 def _join(name: str, tensors: Any, axis: Any) -> Tensor:
     if not isinstance(tensors, (tuple, list)) or not all(isinstance(t, Tensor) for t in tensors):
-        raise MimirError("GPU036", f"`{name}()` takes a tuple of tensors")
+        raise MimirError("GPU036", f"`{name}()` takes a tuple or list of tensors")
     element_only(*tensors)
     axis = static_int(axis, f"the axis of `{name}()`")
     stack = name == "stack"
@@ -223,14 +223,22 @@ def tensor(data: Any, dtype: DType | None = None, device: str = "cpu") -> Tensor
 
 def rand(
     shape: Any,
-    dtype: DType = float32,
+    dtype: Any = float32,
     seed: int = 0,
     low: float = -1.0,
     high: float = 1.0,
     device: str = "cpu",
 ) -> Tensor:
-    """Seeded uniform random values in [low, high) (integers: [low, high]); host code only."""
-    _host_function("rand")
+    """Two functions under one name, told apart by where they are called.
+
+    Inside `@gpu`, `rand(seed, offsets)` is Triton's `tl.rand`: Philox4x32-10 of each offset
+    under the seed, a float32 in [0, 1) per element (`mimir.ops.numerics.rand`).
+
+    In host code, `rand(shape, dtype, seed, low, high, device)` makes a tensor of seeded
+    uniform values in [low, high) (integers: [low, high]) from Python's `random`.
+    """
+    if in_kernel():
+        return elementwise(ops.BY_FUNCTION["rand"], [shape, dtype])
     dims = _shape_arg(shape)
     rng = _random.Random(seed)
     n = ev.numel(dims)
@@ -241,6 +249,12 @@ def rand(
     else:
         flat = [rng.randint(int(low), int(high)) for _ in range(n)]
     return Tensor(nm.cast(flat, dtype), dims, dtype, _default_device(device))
+
+
+def randn(seed: Any, offsets: Any) -> Tensor:
+    """Triton's `tl.randn(seed, offsets)`: a standard normal float32 per offset, Box-Muller of
+    the first two Philox4x32-10 words (`mimir.ops.numerics.randn`)."""
+    return elementwise(ops.BY_FUNCTION["randn"], [seed, offsets])
 
 
 # struct code of an array's elements -> the Mimir dtype an array of them becomes

@@ -90,6 +90,7 @@ __all__ = [
     "to_storage",
     "with_exact_half",
     "with_reduced_trig",
+    "with_helpers_for",
 ]
 
 REG: dict[DType, str] = {
@@ -252,6 +253,22 @@ def _where(xs: list[Expr], t: str) -> Expr:
     return select(xs[0], xs[1], xs[2])
 
 
+def _random(helper: str) -> Lowering:
+    """`rand` / `randn` of an int32 or uint32 seed and offset: the key is the seed
+    sign-extended to 64 bits (Triton's `seed.to(uint64)`), the counter the offset's bits."""
+
+    def lower(xs: list[Expr], t: str) -> Expr:
+        seed, offset = xs
+        hi = const(0, "u32")
+        if t == "i32":
+            hi = select(bin_("<", seed, const(0, "i32")), const(UINT_MAX, "u32"), hi)
+        key = seed if t == "u32" else Bitcast(seed, "u32")
+        counter = offset if t == "u32" else Bitcast(offset, "u32")
+        return call(helper, key, hi, counter)
+
+    return lower
+
+
 LOWERING: dict[str, Lowering] = {
     "add": _arith("+"),
     "sub": _arith("-"),
@@ -302,6 +319,8 @@ LOWERING: dict[str, Lowering] = {
     "where": _where,
     "maximum": _maximum,
     "minimum": _minimum,
+    "rand": _random("mimir_rand"),
+    "randn": _random("mimir_randn"),
 }
 
 
@@ -458,8 +477,18 @@ def with_reduced_trig(kernel: Kernel) -> Kernel:
     For backends whose builtin sin and cos hold on [-pi, pi] only (WGSL, SPIR-V):
     `mimir_trig` reduces every float32 argument exactly (`mimir.codegen.helpers`).
     """
-
     return _with_rewrite(kernel, _trig_call)
+
+
+def with_helpers_for(kernel: Kernel, emulated: dict[str, str]) -> Kernel:
+    """`kernel` with each call of an intrinsic in `emulated` a call of its IR helper."""
+
+    def swap(e: Expr) -> Expr | None:
+        if isinstance(e, Call) and e.fn in emulated:
+            return Call(emulated[e.fn], e.args, e.type)
+        return None
+
+    return _with_rewrite(kernel, swap)
 
 
 def _with_rewrite(kernel: Kernel, rule: Callable[[Expr], Expr | None]) -> Kernel:

@@ -1038,7 +1038,8 @@ class KernelChecker:
         parts = kwargs.get("tensors")
         if not isinstance(parts, TupleVal) or not parts.items:
             raise _RuleFailedError(
-                "GPU036", f"`{spec.spelling}` takes a tuple of tensors: `{spec.name}((a, b))`"
+                "GPU036",
+                f"`{spec.spelling}` takes a tuple or list of tensors: `{spec.name}([a, b])`",
             )
         tensors = [self._tensor(v, spec.spelling) for v in parts.items]
         axis = self._literal_int(

@@ -104,9 +104,15 @@ def _method(name: str, kind: str, rule: dr.DtypeRule, element=None) -> OpSpec:
     )
 
 
-def _function(name: str, kind: str, rule: dr.DtypeRule, element=None) -> OpSpec:
+def _function(name: str, kind: str, rule: dr.DtypeRule, element=None, **kw) -> OpSpec:
     return OpSpec(
-        name=name, kind=kind, spelling=f"{name}()", dtype_rule=rule, element=element, function=name
+        name=name,
+        kind=kind,
+        spelling=f"{name}()",
+        dtype_rule=rule,
+        element=element,
+        function=name,
+        **kw,
     )
 
 
@@ -178,6 +184,10 @@ TABLE: tuple[OpSpec, ...] = (
     _function("maximum", "elementwise", dr.same, nm.maximum),
     _function("minimum", "elementwise", dr.same, nm.minimum),
     _function("atan2", "elementwise", dr.floating, nm.atan2),
+    # counter-based random numbers (Philox4x32-10, as Triton's `tl.rand` / `tl.randn`):
+    # `rand(seed, offsets)` in [0, 1), `randn(seed, offsets)` standard normal, float32
+    _function("rand", "elementwise", dr.random, nm.rand, compute_in_common=True),
+    _function("randn", "elementwise", dr.random, nm.randn, compute_in_common=True),
     # gathers: `take_along_axis(x, idx, axis)` (and `x[idx]`, the `index` op on a tensor)
     _function("take_along_axis", "gather", dr.same),
     # index-level scatter: `atomic_add(out, index, value)` adds into one element atomically

@@ -181,6 +181,26 @@ def sort_indices(spelling: str, operands: Sequence[Operand]) -> DType:
     return int32
 
 
+def random(spelling: str, operands: Sequence[Operand]) -> DType:
+    """`rand(seed, offsets)` / `randn(seed, offsets)`: an integer seed and integer offsets
+    (int32 or uint32, one common dtype, the Philox counter), a float32 result."""
+    seed, offsets = operands
+    for what, d in (("seed", seed), ("offsets", offsets)):
+        kind = (
+            d
+            if isinstance(d, str)
+            else ("int" if d.is_integer else "float" if d.is_float else "bool")
+        )
+        if kind != "int":
+            shown = d if isinstance(d, DType) else f"a Python {d}"
+            raise RuleError(
+                "GPU020",
+                f"the {what} of `{spelling}` must be an int32 or uint32 value, not {shown}",
+            )
+    common(spelling, operands)
+    return float32
+
+
 def iota(spelling: str, dtype: DType) -> DType:
     """`arange(n, dtype)`: numbers, not bools."""
     if dtype.is_bool:

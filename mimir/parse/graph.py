@@ -708,6 +708,13 @@ class _Builder:
         finally:
             self._binds.pop()
 
+    def _argument(self, spec: ops.OpSpec, a: ast.expr) -> int:
+        """One argument's node: where an op takes a tuple of tensors (`concatenate`,
+        `stack`), a list literal is that tuple, as in NumPy; elsewhere a list is refused."""
+        if spec.kind == "join" and isinstance(a, ast.List):
+            return self.add("tuple", a, [self.expr(e) for e in a.elts])
+        return self.expr(a)
+
     def _call_with(self, spec: ops.OpSpec, node: ast.Call, inputs: list[int], kind: str) -> int:
         variadic = spec.name in ("reshape", "transpose")
         params = ops.PARAMETERS.get(spec.name, ())
@@ -716,7 +723,7 @@ class _Builder:
         if not variadic and spec.kind == "elementwise" and spec.method is None:
             params = tuple(f"arg{k}" for k in range(spec.arity))
         for k, a in enumerate(node.args):
-            value = self.expr(a)
+            value = self._argument(spec, a)
             if variadic:
                 positional.append(value)
             elif k < len(params):
@@ -730,7 +737,7 @@ class _Builder:
                 return self.problem(
                     "GPU036", f"`{spec.spelling}` has no keyword argument `{kw.arg}`", kw
                 )
-            args[kw.arg] = self.expr(kw.value)
+            args[kw.arg] = self._argument(spec, kw.value)
         names = list(args)
         return self.add(
             kind,

@@ -29,7 +29,7 @@ TENSOR_OPS = (
     "bitand", "bitor", "bitxor", "lshift", "rshift", "lt", "le", "gt", "ge", "eq", "ne",
     "neg", "invert", "relu", "abs", "sigmoid", "tanh", "gelu", "gelu_erf", "exp", "log", "sqrt",
     "rsqrt", "sin", "cos", "cosh", "sinh", "atan", "erf", "erfc", "log1p", "expm1", "clip",
-    "astype", "where", "maximum", "minimum", "atan2",
+    "astype", "where", "maximum", "minimum", "atan2", "rand", "randn",
     "sum", "mean", "max", "min", "cumsum", "cumprod", "softmax", "log_softmax",
     "matmul", "einsum", "reshape", "transpose", "T", "index", "shape", "zeros", "ones", "full",
     "math_sqrt", "math_exp", "math_log", "math_sin", "math_cos", "take_along_axis",
@@ -264,6 +264,11 @@ def _apply_op(b: _Builder, op: str, v: _Val) -> _Val:
         v = _numeric(b, v, FLOATS)
         other = _partner(b, v, v.dtype)
         return _Val(f"atan2({v.expr}, {other.expr})", _broadcast(v.shape, other.shape), v.dtype)
+
+    if op in ("rand", "randn"):  # Philox of int offsets under a literal seed: float32
+        b.imports.update({op, "float32"})
+        v = _numeric(b, v, INTS)
+        return _Val(f"{op}({draw(st.integers(0, 99))}, {v.expr})", v.shape, "float32")
     if op in ("maximum", "minimum"):
         b.imports.add(op)
         if v.dtype == "bool_":

@@ -97,6 +97,7 @@ _ALU: dict[str, Callable[..., Any]] = {
     "sub.u32": lambda a, b: (a - b) & M32,
     "mul.lo.s32": lambda a, b: (a * b) & M32,
     "mul.lo.u32": lambda a, b: (a * b) & M32,
+    "mul.hi.u32": lambda a, b: (a * b) >> 32,
     "mad.lo.u32": lambda a, b, c: (a * b + c) & M32,
     "div.u32": lambda a, b: a // b if b else M32,
     "rem.u32": lambda a, b: a % b if b else a,
