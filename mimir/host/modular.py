@@ -24,7 +24,7 @@ from typing import Any
 
 from mimir.diagnostics.diagnostic import Label, Span
 from mimir.host.assume import Path
-from mimir.host.configs import imported_config
+from mimir.host.configs import config_table, imported_config
 from mimir.host.flow import constant, decorator_name
 from mimir.host.stated import StatedCall, literal_call
 from mimir.host.values import (
@@ -394,15 +394,20 @@ class Modular:
         stated, every attribute a free size."""
         if self._imported_config is False:
             self._imported_config = imported_config(self.src.path, self.info.tree)
+            if self._imported_config is None:  # else a table of named configurations
+                self._imported_config = config_table(self.src.path, self.info.tree, CONFIG_NAMES)
         found = self._imported_config
         if found is None:
             return ConfigV(name)
         attrs = {k: constant(v) for k, v in found.defaults.items()}
         attrs = {k: v for k, v in attrs.items() if v is not UNKNOWN}
         if found.span is not None:
-            self._stating.append(
-                Label(found.span, f"the sizes checked are `{found.name}()`'s defaults")
+            said = (
+                f"the sizes checked are those of the configuration {found.name}"
+                if found.name.startswith("'")
+                else f"the sizes checked are `{found.name}()`'s defaults"
             )
+            self._stating.append(Label(found.span, said))
         return ConfigV(name, attrs, dict(found.aliases))
 
     def config_instance(self, cls: ast.ClassDef) -> ObjectV:
