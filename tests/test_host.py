@@ -422,6 +422,23 @@ def test_a_literal_constructor_call_elsewhere_in_the_project_is_the_configuratio
         # a branch's assumption does not leak into the other branch
         "def f(x):\n    if x.shape[-1] == 3:\n        return x.view(-1, 3)\n"
         "    return x.view(-1, 4)\n",
+        # a table of named settings that is not subscripted, or whose keys the module
+        # reads of no configuration, states no configuration
+        "import torch.nn as nn\nSIZES = {'a': dict(w=4, h=2), 'b': dict(w=8, h=3)}\n"
+        "class T(nn.Module):\n    def __init__(self, config):\n        super().__init__()\n"
+        "        self.a = nn.Linear(config.w, config.h)\n        self.b = nn.Linear(config.w, 5)\n"
+        "    def forward(self, x):\n        return self.b(self.a(x))\n",
+        "import torch.nn as nn\nrow = {'a': dict(p=4, q=2), 'b': dict(p=8, q=3)}['a']\n"
+        "class T(nn.Module):\n    def __init__(self, config):\n        super().__init__()\n"
+        "        self.a = nn.Linear(config.w, config.h)\n        self.b = nn.Linear(config.w, 5)\n"
+        "    def forward(self, x):\n        return self.b(self.a(x))\n",
+        # a flag nobody passes builds no configuration: a method reading what it builds
+        # is not judged on it
+        "import torch\nimport torch.nn as nn\nclass B(nn.Module):\n"
+        "    def __init__(self, heads: int = 8, flag=False):\n        super().__init__()\n"
+        "        if flag:\n            self.table = nn.Embedding(32, heads)\n"
+        "    def bias(self, n):\n"
+        "        return self.table(torch.arange(n)[:, None]).permute(2, 0)\n",
     ],
 )
 def test_what_can_succeed_is_not_reported(src: str) -> None:

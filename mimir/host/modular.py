@@ -24,7 +24,7 @@ from typing import Any
 
 from mimir.diagnostics.diagnostic import Label, Span
 from mimir.host.assume import Path
-from mimir.host.configs import imported_config
+from mimir.host.configs import config_table, imported_config
 from mimir.host.flow import constant, decorator_name
 from mimir.host.stated import StatedCall, literal_call
 from mimir.host.values import (
@@ -231,6 +231,9 @@ class Modular:
                     obj = self.instantiate(ClassV(cls), None, {}, standalone=True)
                 finally:
                     self.defaults_only -= 1
+                built = self.path  # what __init__ asserted, kept past the flipped builds
+                self._also[key] = self._flipped(cls, obj)
+                self.path = built
             else:
                 args = [_literal(a) for a in call.args]
                 kwargs = {k: _literal(v) for k, v in call.kwargs}
@@ -244,6 +247,36 @@ class Modular:
             self._stating = outer
         self._instances[key] = (obj, stated)
         return obj, stated
+
+    def _flipped(self, cls: ast.ClassDef, obj: Any) -> list[tuple[Any, tuple[Label, ...], Path]]:
+        """Instances built with a flag of `__init__` that defaults to False set True, when
+        only that setting builds a layer another method reads (T5's `compute_bias` reads
+        `self.relative_attention_bias`, built `if self.has_relative_attention_bias`) and
+        the module passes that flag a value other than False somewhere (`T5Stack` builds
+        its first layer with `has_relative_attention_bias=bool(i == 0)`): a configuration
+        the project builds, under which that method is checked too."""
+        if not isinstance(obj, ObjectV):
+            return []
+        out: list[tuple[Any, tuple[Label, ...], Path]] = []
+        init = next(
+            (f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None
+        )
+        if init is None:
+            return []
+        for flag, param in _flags_building(cls, init, obj):
+            if len(out) >= 2 or self.steps > self.budget or not _passed(self.info.tree, flag):
+                break
+            self.overrides[id(init)] = {flag: BoolV(True)}
+            self.path = Path()
+            try:
+                other = self.instantiate(ClassV(cls), None, {}, standalone=True)
+            finally:
+                self.overrides.pop(id(init), None)
+            span = self.src.span(param)
+            said = f"the sizes checked are those of `{cls.name}(..., {flag}=True)`"
+            out.append((other, (Label(span, said),), self.path))
+        self.path = Path()
+        return out
 
     def _builders_of(self, cls: ast.ClassDef) -> list[tuple[ObjectV, Label, Path]]:
         """Instances of `cls` that the module's builder functions make when called with
@@ -394,15 +427,20 @@ class Modular:
         stated, every attribute a free size."""
         if self._imported_config is False:
             self._imported_config = imported_config(self.src.path, self.info.tree)
+            if self._imported_config is None:  # else a table of named configurations
+                self._imported_config = config_table(self.src.path, self.info.tree, CONFIG_NAMES)
         found = self._imported_config
         if found is None:
             return ConfigV(name)
         attrs = {k: constant(v) for k, v in found.defaults.items()}
         attrs = {k: v for k, v in attrs.items() if v is not UNKNOWN}
         if found.span is not None:
-            self._stating.append(
-                Label(found.span, f"the sizes checked are `{found.name}()`'s defaults")
+            said = (
+                f"the sizes checked are those of the configuration {found.name}"
+                if found.name.startswith("'")
+                else f"the sizes checked are `{found.name}()`'s defaults"
             )
+            self._stating.append(Label(found.span, said))
         return ConfigV(name, attrs, dict(found.aliases))
 
     def config_instance(self, cls: ast.ClassDef) -> ObjectV:
@@ -737,3 +775,79 @@ def _attributes_read(fn: ast.FunctionDef, name: str) -> set[str]:
         for n in ast.walk(fn)
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name
     }
+
+
+def _flags_building(
+    cls: ast.ClassDef, init: ast.FunctionDef, obj: ObjectV
+) -> list[tuple[str, ast.arg]]:
+    """`__init__`'s parameters that default to False and guard (`if flag:` or `if
+    self.flag:` of `self.flag = flag`) the building of an attribute the instance built
+    from the defaults lacks and another method reads."""
+    a = init.args
+    positional = [*a.posonlyargs, *a.args][1:]
+    pairs = [
+        *zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True),
+        *((p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None),
+    ]
+    flags = {p.arg: p for p, d in pairs if isinstance(d, ast.Constant) and d.value is False}
+    if not flags:
+        return []
+    kept = {  # `self.has_bias = has_bias`
+        s.targets[0].attr: s.value.id
+        for s in ast.walk(init)
+        if isinstance(s, ast.Assign)
+        and len(s.targets) == 1
+        and isinstance(s.targets[0], ast.Attribute)
+        and isinstance(s.targets[0].value, ast.Name)
+        and s.targets[0].value.id == "self"
+        and isinstance(s.value, ast.Name)
+        and s.value.id in flags
+    }
+    read = {
+        n.attr
+        for fn in cls.body
+        if isinstance(fn, ast.FunctionDef) and fn.name != "__init__"
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.ctx, ast.Load)
+        and isinstance(n.value, ast.Name)
+        and n.value.id == "self"
+    }
+    out: list[tuple[str, ast.arg]] = []
+    for s in ast.walk(init):
+        if not isinstance(s, ast.If):
+            continue
+        t = s.test
+        flag = (
+            t.id
+            if isinstance(t, ast.Name) and t.id in flags
+            else kept.get(t.attr)
+            if isinstance(t, ast.Attribute)
+            and isinstance(t.value, ast.Name)
+            and t.value.id == "self"
+            else None
+        )
+        if flag is None or any(f == flag for f, _ in out):
+            continue
+        built = {
+            n.attr
+            for st in s.body
+            for n in ast.walk(st)
+            if isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name)
+            and n.value.id == "self"
+        }
+        if any(b in read and b not in obj.attrs for b in built):
+            out.append((flag, flags[flag]))
+    return out
+
+
+def _passed(tree: ast.Module, flag: str) -> bool:
+    """Whether a call of the module passes `flag=` a value other than the literal False."""
+    return any(
+        kw.arg == flag and not (isinstance(kw.value, ast.Constant) and kw.value.value is False)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        for kw in n.keywords
+    )

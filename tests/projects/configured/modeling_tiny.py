@@ -52,3 +52,38 @@ class TinyFeedForward(nn.Module):
 
     def forward(self, x):
         return self.down(self.act(self.up(x)))  # E: GPU100
+
+
+class TinyGatedFeedForward(nn.Module):
+    """The activation's key and the gate are computed by the configuration's `__init__`
+    (`feed_forward_proj.split("-")`): the down projection reads the model width."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.up = nn.Linear(config.d_model, config.n_inner)
+        self.act = ACT2FN[config.dense_act_fn]
+        self.gate = nn.Linear(config.d_model, config.n_inner) if config.is_gated_act else None
+        self.down = nn.Linear(config.d_model, config.d_model)
+
+    def forward(self, x):
+        h = self.act(self.up(x))
+        if self.gate is not None:
+            h = h * self.gate(x)
+        return self.down(h)  # E: GPU100
+
+
+class TinyGatedFeedForwardRight(nn.Module):
+    """Its twin, right for every configuration."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.up = nn.Linear(config.d_model, config.n_inner)
+        self.act = ACT2FN[config.dense_act_fn]
+        self.gate = nn.Linear(config.d_model, config.n_inner) if config.is_gated_act else None
+        self.down = nn.Linear(config.n_inner, config.d_model)
+
+    def forward(self, x):
+        h = self.act(self.up(x))
+        if self.gate is not None:
+            h = h * self.gate(x)
+        return self.down(h)
