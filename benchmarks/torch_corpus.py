@@ -3,6 +3,7 @@ mypy and pyright report on the same programs.
 
     python benchmarks/torch_corpus.py [--tools]
     python benchmarks/torch_corpus.py --real SOURCES [--run] [--tools] [--pytea PYTEA]
+    python benchmarks/torch_corpus.py --real SOURCES --sweep
 
 For every `tests/torch_programs/NAME_bug.py` a bug counts as found when `mimir check`
 reports the marked code at the marked line (the line where running it with PyTorch
@@ -113,6 +114,9 @@ def main() -> None:
         help="the corpus of public projects instead (see benchmarks/torch_corpus_real.py)",
     )
     parser.add_argument("--run", action="store_true", help="with --real: run every copy")
+    parser.add_argument(
+        "--sweep", action="store_true", help="with --real: check every file of the projects"
+    )
     parser.add_argument("--pytea", type=Path, help="with --real: a built ropas/pytea folder")
     parser.add_argument(
         "--deps", action="append", default=[], help="with --run: a folder for the runner's path"
@@ -121,7 +125,10 @@ def main() -> None:
     if args.real is not None:
         sys.path.insert(0, str(ROOT / "benchmarks"))
         from torch_corpus_real import main as real
+        from torch_corpus_real import sweep
 
+        if args.sweep:
+            raise SystemExit(sweep(args.real))
         raise SystemExit(real(args.real, args.run, args.tools, args.pytea, args.deps))
     files = sorted(CORPUS.glob("*.py"))
     bugs = [f for f in files if f.name.endswith("_bug.py")]

@@ -22,6 +22,9 @@ class Project:
     commit: str
     path: str  # the folder that goes on sys.path to import the package
     files: tuple[str, ...]
+    # A project read from its released wheel rather than a git commit: `name==version`,
+    # installed with `pip install --no-deps --target SOURCES/owner+name` (`commit` is empty).
+    wheel: str = ""
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,60 @@ PROJECTS = (
             "src/diffusers/models/activations.py",
         ),
     ),
+    Project(
+        "pytorch/vision",
+        "",
+        "",
+        (
+            "torchvision/models/resnet.py",
+            "torchvision/models/vgg.py",
+            "torchvision/models/alexnet.py",
+            "torchvision/models/squeezenet.py",
+            "torchvision/models/mobilenetv2.py",
+            "torchvision/models/densenet.py",
+            "torchvision/models/shufflenetv2.py",
+            "torchvision/models/googlenet.py",
+            "torchvision/models/convnext.py",
+            "torchvision/models/vision_transformer.py",
+            "torchvision/models/swin_transformer.py",
+        ),
+        wheel="torchvision==0.28.0",
+    ),
+    Project(
+        "huggingface/transformers",
+        "",
+        "",
+        (
+            "transformers/models/gpt2/modeling_gpt2.py",
+            "transformers/models/bert/modeling_bert.py",
+            "transformers/models/t5/modeling_t5.py",
+        ),
+        wheel="transformers==4.57.6",
+    ),
 )
+
+# The sweep: every Python file under these folders of each project is checked unmodified
+# (`benchmarks/torch_corpus.py --real SOURCES --sweep`): any diagnostic is looked at, any
+# exception is an internal error. meta-llama/llama is swept only.
+SWEPT = (Project("meta-llama/llama", "689c7f261b9c5514636ecc3c5fefefcbb3e6eed7", "", ()),)
+SWEEP = {
+    "openai/whisper": ("",),
+    "karpathy/nanoGPT": ("",),
+    "karpathy/minGPT": ("",),
+    "karpathy/llama2.c": ("",),
+    "meta-llama/llama": ("",),
+    "lucidrains/vit-pytorch": ("",),
+    "huggingface/pytorch-image-models": ("timm/",),
+    "huggingface/diffusers": ("src/diffusers/models/",),
+    "pytorch/vision": ("torchvision/models/", "torchvision/ops/"),
+    "huggingface/transformers": (
+        "transformers/models/gpt2/",
+        "transformers/models/bert/",
+        "transformers/models/t5/",
+        "transformers/models/vit/",
+        "transformers/models/llama/",
+    ),
+}
 
 _WHISPER = """
 dims = m.ModelDimensions(80, 1500, 384, 6, 2, 51865, 448, 384, 6, 2)
@@ -168,6 +224,31 @@ m.Timesteps(64, True, 1)(torch.arange(4))
 m.PatchEmbed()(torch.randn(2, 3, 224, 224))
 """
 
+_TV = "m.{}()(torch.randn(2, 3, 64, 64))\n"
+_TV_VIT = """
+v = m.VisionTransformer(image_size=32, patch_size=16, num_layers=1, num_heads=2, hidden_dim=64,
+                        mlp_dim=128)
+v(torch.randn(2, 3, 32, 32))
+"""
+_GPT2 = """
+from transformers.models.gpt2.configuration_gpt2 import GPT2Config
+c = GPT2Config(n_layer=1, n_embd=64, n_head=4, vocab_size=100, n_positions=32)
+m.GPT2LMHeadModel(c)(torch.randint(0, 100, (2, 5)))
+"""
+_BERT = """
+from transformers.models.bert.configuration_bert import BertConfig
+c = BertConfig(num_hidden_layers=1, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+               vocab_size=100)
+c._attn_implementation = "eager"
+m.BertModel(c)(torch.randint(0, 100, (2, 5)))
+"""
+_T5 = """
+from transformers.models.t5.configuration_t5 import T5Config
+c = T5Config(num_layers=1, d_model=64, d_kv=16, num_heads=4, d_ff=128, vocab_size=100)
+ids = torch.randint(0, 100, (2, 5))
+m.T5Model(c)(input_ids=ids, decoder_input_ids=ids)
+"""
+
 RUNS = {
     ("openai/whisper", "whisper/model.py"): _WHISPER,
     ("karpathy/nanoGPT", "model.py"): _NANOGPT,
@@ -184,7 +265,216 @@ RUNS = {
     ("huggingface/pytorch-image-models", "timm/layers/eca.py"): _TIMM_ECA,
     ("huggingface/pytorch-image-models", "timm/layers/cbam.py"): _TIMM_CBAM,
     ("huggingface/diffusers", "src/diffusers/models/embeddings.py"): _DIFFUSERS_EMBEDDINGS,
+    ("pytorch/vision", "torchvision/models/resnet.py"): _TV.format("resnet50"),
+    ("pytorch/vision", "torchvision/models/vgg.py"): _TV.format("vgg11"),
+    ("pytorch/vision", "torchvision/models/alexnet.py"): _TV.format("alexnet"),
+    ("pytorch/vision", "torchvision/models/squeezenet.py"): _TV.format("squeezenet1_0"),
+    ("pytorch/vision", "torchvision/models/mobilenetv2.py"): _TV.format("mobilenet_v2"),
+    ("pytorch/vision", "torchvision/models/densenet.py"): _TV.format("densenet121"),
+    ("pytorch/vision", "torchvision/models/shufflenetv2.py"): _TV.format("shufflenet_v2_x0_5"),
+    ("pytorch/vision", "torchvision/models/googlenet.py"): _TV.format("googlenet"),
+    ("pytorch/vision", "torchvision/models/convnext.py"): _TV.format("convnext_tiny"),
+    ("pytorch/vision", "torchvision/models/vision_transformer.py"): _TV_VIT,
+    ("pytorch/vision", "torchvision/models/swin_transformer.py"): _TV.format("swin_t"),
+    ("huggingface/transformers", "transformers/models/gpt2/modeling_gpt2.py"): _GPT2,
+    ("huggingface/transformers", "transformers/models/bert/modeling_bert.py"): _BERT,
+    ("huggingface/transformers", "transformers/models/t5/modeling_t5.py"): _T5,
 }
+
+# Where CPU PyTorch raises in each copy of the third batch (`--run` verifies every one).
+RAISES = {
+    "tv/resnet.py:137": 155,
+    "tv/resnet.py:206": 280,
+    "tv/resnet.py:279": 280,
+    "tv/vgg.py:44": 69,
+    "tv/alexnet.py:36": 51,
+    "tv/squeezenet.py:26": 31,
+    "tv/mobilenetv2.py:32": 62,
+    "tv/densenet.py:190": 213,
+    "tv/shufflenetv2.py:38": 38,
+    "tv/googlenet.py:92": 161,
+    "tv/convnext.py:57": 64,
+    "tv/vision_transformer.py:295": 295,
+    "tv/swin_transformer.py:172": 172,
+    "hf/gpt2/modeling_gpt2.py:192": 313,
+    "hf/gpt2/modeling_gpt2.py:369": 376,
+    "hf/gpt2/modeling_gpt2.py:357": 358,
+    "hf/gpt2/modeling_gpt2.py:387": 412,
+    "hf/bert/modeling_bert.py:520": 525,
+    "hf/bert/modeling_bert.py:317": 317,
+    "hf/bert/modeling_bert.py:133": 185,
+    "hf/t5/modeling_t5.py:283": 297,
+    "hf/t5/modeling_t5.py:465": 465,
+    "hf/t5/modeling_t5.py:895": 262,
+}
+
+# The third batch: torchvision's classic models and the GPT-2, BERT and T5 modeling files
+# of transformers, planted before the checker was run on these files.
+_TV_BUGS = (
+    (
+        "resnet.py",
+        137,
+        "conv1x1(width, planes * self.expansion)",
+        "conv1x1(width, planes)",
+        "the bottleneck's last conv forgets the expansion",
+    ),
+    (
+        "resnet.py",
+        206,
+        "nn.Linear(512 * block.expansion, num_classes)",
+        "nn.Linear(512, num_classes)",
+        "the classifier built for a basic block's width",
+    ),
+    (
+        "resnet.py",
+        279,
+        "torch.flatten(x, 1)",
+        "torch.flatten(x, 2)",
+        "the pooled map flattened from the wrong dim",
+    ),
+    (
+        "vgg.py",
+        44,
+        "nn.Linear(512 * 7 * 7, 4096)",
+        "nn.Linear(512 * 7, 4096)",
+        "the classifier counts one side of the pooled map",
+    ),
+    (
+        "alexnet.py",
+        36,
+        "nn.AdaptiveAvgPool2d((6, 6))",
+        "nn.AdaptiveAvgPool2d((5, 5))",
+        "the pool's output size no longer matches the classifier",
+    ),
+    (
+        "squeezenet.py",
+        26,
+        "kernel_size=3, padding=1)",
+        "kernel_size=3, padding=0)",
+        "the 3x3 expand branch loses its padding",
+    ),
+    (
+        "mobilenetv2.py",
+        32,
+        "self.stride == 1 and inp == oup",
+        "self.stride == 1",
+        "the residual kept when the channels change",
+    ),
+    (
+        "densenet.py",
+        190,
+        "num_features + num_layers * growth_rate",
+        "num_features + growth_rate",
+        "the block's output channels count one layer",
+    ),
+    (
+        "shufflenetv2.py",
+        38,
+        "x.view(batchsize, num_channels, height, width)",
+        "x.view(batchsize, channels_per_group, height, width)",
+        "the shuffled channels flattened back as one group's",
+    ),
+    (
+        "googlenet.py",
+        92,
+        "nn.Linear(1024, num_classes)",
+        "nn.Linear(832, num_classes)",
+        "the classifier built for the width before the last inception",
+    ),
+    (
+        "convnext.py",
+        57,
+        "nn.Linear(in_features=4 * dim, out_features=dim, bias=True)",
+        "nn.Linear(in_features=dim, out_features=dim, bias=True)",
+        "the block's second linear reads the unexpanded width",
+    ),
+    (
+        "vision_transformer.py",
+        295,
+        "self.class_token.expand(n, -1, -1)",
+        "self.class_token.expand(n, -1)",
+        "the 3-d class token expanded with two sizes",
+    ),
+    (
+        "swin_transformer.py",
+        172,
+        "x.permute(0, 1, 3, 2, 4, 5)",
+        "x.permute(0, 1, 3, 2, 4)",
+        "the 6-d windows permuted with five dims",
+    ),
+)
+_HF_BUGS = (
+    (
+        "gpt2/modeling_gpt2.py",
+        192,
+        "Conv1D(3 * self.embed_dim",
+        "Conv1D(2 * self.embed_dim",
+        "the fused projection makes two thirds, split into q, k, v",
+    ),
+    (
+        "gpt2/modeling_gpt2.py",
+        369,
+        "Conv1D(embed_dim, intermediate_size)",
+        "Conv1D(embed_dim, embed_dim)",
+        "the MLP projection built for the model width",
+    ),
+    (
+        "gpt2/modeling_gpt2.py",
+        357,
+        "*attn_output.shape[:-2], -1",
+        "*attn_output.shape[:-1], -1",
+        "heads left unmerged before the output projection",
+    ),
+    (
+        "gpt2/modeling_gpt2.py",
+        387,
+        "nn.LayerNorm(hidden_size",
+        "nn.LayerNorm(inner_dim",
+        "the first norm sized by the MLP width",
+    ),
+    (
+        "bert/modeling_bert.py",
+        520,
+        "nn.Linear(config.intermediate_size, config.hidden_size)",
+        "nn.Linear(config.hidden_size, config.hidden_size)",
+        "the output layer built for the model width",
+    ),
+    (
+        "bert/modeling_bert.py",
+        317,
+        ".permute(0, 2, 1, 3)",
+        ".permute(0, 2, 1)",
+        "the 4-d context permuted with three dims",
+    ),
+    (
+        "bert/modeling_bert.py",
+        133,
+        "nn.Embedding(config.max_position_embeddings, config.hidden_size)",
+        "nn.Embedding(config.max_position_embeddings, config.intermediate_size)",
+        "position embeddings as wide as the MLP",
+    ),
+    (
+        "t5/modeling_t5.py",
+        283,
+        "nn.Linear(config.d_ff, config.d_model",
+        "nn.Linear(config.d_model, config.d_model",
+        "the feed-forward output layer reads the model width",
+    ),
+    (
+        "t5/modeling_t5.py",
+        465,
+        "permute([2, 0, 1])",
+        "permute([2, 0])",
+        "the 3-d bias table permuted with two dims",
+    ),
+    (
+        "t5/modeling_t5.py",
+        895,
+        "T5LayerNorm(config.d_model",
+        "T5LayerNorm(config.d_ff",
+        "the final norm sized by the feed-forward width",
+    ),
+)
 
 BUGS = (
     Bug(
@@ -548,3 +838,12 @@ BUGS = (
         "the patch grid flattened with its channels",
     ),
 )
+BUGS += tuple(
+    Bug("pytorch/vision", f"torchvision/models/{f}", line, old, new, RAISES[f"tv/{f}:{line}"], what)
+    for f, line, old, new, what in _TV_BUGS
+)
+BUGS += tuple(
+    Bug("huggingface/transformers", f"transformers/models/{f}", line, old, new,
+        RAISES[f"hf/{f}:{line}"], what)
+    for f, line, old, new, what in _HF_BUGS
+)  # fmt: skip

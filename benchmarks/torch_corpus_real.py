@@ -36,7 +36,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torch_corpus_data import BUGS, PROJECTS, RUNS, Bug, Project
+from torch_corpus_data import BUGS, PROJECTS, RUNS, SWEEP, SWEPT, Bug, Project
 
 HERE = Path(__file__).resolve().parent
 
@@ -62,6 +62,8 @@ def materialise(sources: Path, project: Project, out: Path) -> Path:
     """The project's Python files at its pinned commit, under `out/owner+name`."""
     key = project.name.replace("/", "+")
     src, dest = sources / key, out / key
+    if project.wheel:
+        return _installed(src, project, dest)
     gitdir = next((p for p in (src / "repo", src) if (p / "HEAD").is_file()), None)
     if gitdir is not None and not (src / ".git").exists():
         listing = subprocess.run(
@@ -96,6 +98,17 @@ def materialise(sources: Path, project: Project, out: Path) -> Path:
     if head and head != project.commit:
         print(f"warning: {src} is at {head[:12]}, the corpus pins {project.commit[:12]}")
     shutil.copytree(src, dest, ignore=_not_python)
+    return dest
+
+
+def _installed(src: Path, project: Project, dest: Path) -> Path:
+    """A project installed from its wheel (`pip install --no-deps --target SRC NAME==VERSION`):
+    the whole tree is copied, compiled extensions included, for `--run` to import it."""
+    name, version = project.wheel.split("==")
+    meta = src / f"{name}-{version}.dist-info"
+    if not meta.is_dir():
+        raise SystemExit(f"{src}: no {project.wheel} installed there (pip install --target)")
+    shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     return dest
 
 
@@ -302,6 +315,49 @@ def main(sources: Path, run: bool, tools: bool, pytea: Path | None, deps: list[s
                 row.peers["PyTea"] = row.peers.get("PyTea", 0) + bool(seen and bug.raises in seen)
     _table(rows)
     return 1 if failures else 0
+
+
+def sweep(sources: Path) -> int:
+    """Every Python file under the `SWEEP` folders of each project, checked unmodified:
+    each diagnostic is printed (to be looked at: a false alarm or a real bug), each
+    exception is an internal error, and a file over 1 s of CPU time is named."""
+    errors = 0
+    print(f"{'project':<34}{'files':>7}{'flagged':>9}{'diags':>7}{'errors':>8}{'ms/file':>9}"
+          f"{'max ms':>8}  slowest")  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        for p in (*PROJECTS, *SWEPT):
+            root = materialise(sources, p, Path(tmp))
+            files = sorted(
+                f
+                for prefix in SWEEP[p.name]
+                for f in (root / prefix).rglob("*.py")
+                if "__pycache__" not in f.parts
+            )
+            flagged = diags = failed = 0
+            times: list[tuple[float, str]] = []
+            for f in files:
+                rel = str(f.relative_to(root))
+                try:
+                    text = f.read_text("utf-8")
+                except (OSError, UnicodeDecodeError):
+                    continue
+                lines, seconds, _, _ = check(f, text)
+                times.append((seconds, rel))
+                if lines is None:
+                    failed += 1
+                    print(f"  ERROR {p.name} {rel}")
+                elif lines:
+                    flagged += 1
+                    diags += len(lines)
+                    print(f"  {p.name} {rel}: diagnostics at lines {sorted(lines)}")
+                if seconds > 1.0:
+                    print(f"  {p.name} {rel}: {seconds * 1000:.0f} ms")
+            errors += failed
+            mean = sum(t for t, _ in times) / len(times) * 1000 if times else 0
+            worst = max(times, default=(0.0, "-"))
+            print(f"{p.name:<34}{len(files):>7}{flagged:>9}{diags:>7}{failed:>8}{mean:>9.0f}"
+                  f"{worst[0] * 1000:>8.0f}  {worst[1]}")  # fmt: skip
+    return 1 if errors else 0
 
 
 def _table(rows: dict[str, Row]) -> None:

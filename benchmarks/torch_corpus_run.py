@@ -5,7 +5,8 @@ name), `file` (its path, which tracebacks name), `text` and `run` (code that bui
 calls what the module defines, with the module as `m`). Prints one JSON line: `line`, the
 line of `file` the run raised at (its innermost frame there), or null when it ran clean,
 and `error`. The module's package is imported for real; a few heavy optional packages
-the projects import but the runs never use (torchvision, numba, ...) are stubbed.
+the projects import but the runs never use (torchvision, numba, ...) are stubbed where they
+are not installed.
 """
 
 from __future__ import annotations
@@ -81,14 +82,24 @@ class _StubModule(types.ModuleType):
         return _Dummy()
 
 
+# Modules of a real package that need its compiled operators, which a CPU-only run lacks:
+# torchvision's fake-tensor registrations name operators its CUDA build defines.
+EMPTY = {"torchvision._meta_registrations"}
+
+
 class _Stubs(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, empty_only: bool = False) -> None:
+        self.empty_only = empty_only  # first on the path: only the EMPTY modules
+
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name.split(".")[0] not in STUBBED:
+        if name in EMPTY:
+            return importlib.machinery.ModuleSpec(name, self)
+        if self.empty_only or name.split(".")[0] not in STUBBED:
             return None
         return importlib.machinery.ModuleSpec(name, self, is_package=True)
 
     def create_module(self, spec: Any) -> types.ModuleType:
-        return _StubModule(spec.name)
+        return types.ModuleType(spec.name) if spec.name in EMPTY else _StubModule(spec.name)
 
     def exec_module(self, module: types.ModuleType) -> None:
         pass
@@ -100,7 +111,8 @@ def main() -> None:
     warnings.simplefilter("ignore")
     import torch
 
-    sys.meta_path.append(_Stubs())
+    sys.meta_path.insert(0, _Stubs(empty_only=True))
+    sys.meta_path.append(_Stubs())  # only what is not installed
     torch.manual_seed(0)
     name, file = job["module"], job["file"]
     package = name.rpartition(".")[0]
@@ -114,6 +126,10 @@ def main() -> None:
         sys.modules[name] = module
         if package:
             setattr(sys.modules[package], name.rpartition(".")[2], module)
+        if name.startswith("torchvision.models."):
+            # the package registered the unmodified module's builders by name: the copy
+            # registers them again
+            sys.modules["torchvision.models._api"].BUILTIN_MODELS.clear()
         exec(compile(job["text"], file, "exec"), module.__dict__)
         exec(compile(job["run"], "<run>", "exec"), {"m": module, "torch": torch})
     except BaseException as err:  # noqa: BLE001 - every crash is what is measured

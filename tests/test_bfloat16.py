@@ -2,12 +2,13 @@
 
 The shim's rounding is checked against the definition (the two bfloat16 neighbours of the
 float32 value, the nearer one, ties to the even one), the promotion rules against JAX's
-choices, and compilation: kernels read bfloat16 (the zoo's `bfloat16_reads`) but refuse
-to store it.
+choices, and compilation: kernels read bfloat16 (the zoo's `bfloat16_reads`) and store it
+through float32 scratch and a packing launch (the zoo's `half_storage`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import struct
 
@@ -77,12 +78,57 @@ def scale(x: Tensor[bfloat16, N], w: Tensor[float32, N]) -> Tensor[bfloat16, N]:
 """
 
 
+LAYER = """
+from mimir.array import Dim, Tensor, bfloat16, float32, gpu
+N = Dim("N")
+K = Dim("K", max=64)
+M = Dim("M")
+
+@gpu
+def layer(x: Tensor[bfloat16, N, K], w: Tensor[bfloat16, K, M]) -> Tensor[bfloat16, N, M]:
+    return (x @ w).gelu()
+"""
+
+
+def _launches(source: str, name: str, backend: str) -> tuple[dict, list[str]]:
+    result = compile_source("bf16.py", source, [backend])
+    assert result.ok, [d.message for d in result.diagnostics]
+    manifest = json.loads(result.files[f"{name}.manifest.json"])
+    buffers = {b["name"]: (b["role"], b["dtype"]) for b in manifest["buffers"]}
+    return buffers, [k["entry_point"].rsplit("_", 1)[-1] for k in manifest["kernels"]]
+
+
 @pytest.mark.parametrize("backend", ["msl", "wgsl", "ptx", "spirv"])
-def test_every_backend_refuses_to_store_bfloat16(backend: str) -> None:
-    """Reading bfloat16 compiles (`tests/kernels/bfloat16_reads.py` runs everywhere);
-    storing it is refused: two threads would share each 32-bit word."""
-    result = compile_source("bf16.py", SOURCE, [backend])
-    assert not result.ok
+def test_every_backend_stores_bfloat16_a_word_per_thread(backend: str) -> None:
+    """No two threads share a 32-bit word (`mimir.codegen.schedule.packing`): an
+    element-wise result is one launch whose threads compute a word each; a matmul's
+    epilogue goes to float32 scratch and a packing launch. Executed against the shim on
+    every backend: `tests/kernels/half_storage.py`, `half_kinds.py`."""
+    buffers, kinds = _launches(SOURCE, "scale", backend)
+    assert buffers["out"] == ("output", "bfloat16") and kinds == ["ew"]
+    assert not any(role == "scratch" for role, _ in buffers.values())
+    buffers, kinds = _launches(LAYER, "layer", backend)
+    assert buffers["out"] == ("output", "bfloat16")
+    assert buffers["scratch0"] == ("scratch", "float32")
+    assert kinds == ["matmul", "ew"]
+
+
+INDEX_LEVEL = """
+from mimir.array import Dim, Tensor, bfloat16, gpu, program_id
+N = Dim("N")
+
+@gpu(grid=(N,))
+def copy(x: Tensor[bfloat16, N], out: Tensor[bfloat16, N]):
+    i = program_id(0)
+    out[i] = x[i]
+"""
+
+
+@pytest.mark.parametrize("backend", ["msl", "wgsl", "ptx", "spirv"])
+def test_index_level_kernels_refuse_bfloat16_naming_the_backends(backend: str) -> None:
+    """A program of an index-level kernel stores one element: it would share its word
+    with the next program's, so bfloat16 stays a coded refusal there."""
+    result = compile_source("bf16.py", INDEX_LEVEL, [backend])
     (d,) = result.diagnostics
-    assert d.code == "GPU070"
-    assert "bfloat16" in d.message and backend in d.message
+    assert d.code == "GPU070" and "bfloat16" in d.message and backend in d.message
+    assert not result.files

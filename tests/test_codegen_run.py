@@ -24,6 +24,8 @@ from harness import (
     tf32_fallback_atol,
 )
 
+from mimir.runtime.dimexpr import evaluate, names
+
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "tests" / "kernels" / "out"
 PRIMES = (37, 19, 23, 17, 29, 41, 13, 11, 7, 5, 3)
@@ -35,12 +37,39 @@ LARGE_WGSL_ONLY = {"reductions"}
 
 
 def _admissible(dim: dict[str, Any], want: int) -> int:
-    value = max(want, dim["min"])
+    # a bound naming other dims (`Dim("T", max=MAXT)`) is kept by `_related`
+    low = dim["min"] if isinstance(dim["min"], int) else 0
+    value = max(want, low)
     step = dim["multiple_of"] or 1
     value = -(-value // step) * step
-    if dim["max"] is not None and value > dim["max"]:
+    if isinstance(dim["max"], int) and value > dim["max"]:
         value = dim["max"] // step * step
     return value
+
+
+def _related(dims: list[dict[str, Any]], env: dict[str, int]) -> dict[str, int]:
+    """`env` with each dim moved into the bounds that name other dims (the manifest writes
+    them as expressions: `"max": "MAXT"`, `"min": "T"`)."""
+    for _ in range(64):
+        moved = False
+        for d in dims:
+            value = env[d["name"]]
+            if isinstance(d["min"], str):
+                value = max(value, evaluate(d["min"], env))
+            if isinstance(d["max"], str):
+                top = evaluate(d["max"], env)
+                low = d["min"] if isinstance(d["min"], int) else 0
+                if top < low:
+                    # no room below the bound (`P <= MAXT - 1` with MAXT=1): raise what it names
+                    for name in names(d["max"]):
+                        env[name] += 1
+                    moved = True
+                value = max(min(value, top), low)
+            moved |= value != env[d["name"]]
+            env[d["name"]] = value
+        if not moved:
+            return env
+    raise AssertionError(f"no binding keeps the relations of {dims}")
 
 
 def _bindings(
@@ -54,7 +83,7 @@ def _bindings(
     if stem in LARGE and (backend == "wgsl" or stem not in LARGE_WGSL_ONLY):
         large = {d["name"]: _admissible(d, LARGE[stem].get(d["name"], 1)) for d in dims}
         out.append(("large", large))
-    return out
+    return [(label, _related(dims, env)) for label, env in out]
 
 
 def _cases() -> list[Any]:

@@ -150,7 +150,9 @@ def test_hover_shapes_are_recorded() -> None:
     assert _host(src).shapes == {(2, 1): "[4, 3]", (3, 1): "[1, 4, 3]"}
 
 
-@pytest.mark.parametrize("name", ["torch_layers.py", "torch_table_reach.py"])
+@pytest.mark.parametrize(
+    "name", ["torch_layers.py", "torch_table_reach.py", "stated_inputs.py", "model_idioms.py"]
+)
 def test_torch_layer_fixture_agrees_with_pytorch(name: str) -> None:
     """Each `case_*` of the fixture raises under CPU PyTorch exactly at its error marker,
     and warns (a UserWarning from PyTorch) exactly at its warning marker."""
@@ -327,6 +329,23 @@ def test_containers_filled_at_run_time_are_unknown(src: str) -> None:
         "        super().__init__()\n        self.patch = patch\n    def forward(self, x):\n"
         "        if x.ndim == 5:\n            a, b, c = self.patch\n"
         "        else:\n            a, b = self.patch\n        return x\n",
+        # a class over `nn.Sequential` whose layers are added after `super().__init__()`
+        # (timm's ConvNorm, torchvision's _Transition) is no empty sequence
+        "import torch.nn as nn\nclass CN(nn.Sequential):\n    def __init__(self, a, b):\n"
+        "        super().__init__()\n        self.add_module('c', nn.Conv2d(a, b, 1))\n"
+        "class T(nn.Sequential):\n    def __init__(self, a, b):\n        super().__init__()\n"
+        "        self.conv = nn.Conv2d(a, b, 1)\n"
+        "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.s = nn.Conv2d(3, 3, 1)\n        self.a = CN(3, 8)\n        self.b = T(3, 8)\n"
+        "        self.n = nn.Linear(8, 4)\n"
+        "    def forward(self, x):\n        x = self.s(x)\n"
+        "        return self.n(self.a(x).mean((2, 3))) + self.n(self.b(x).mean((2, 3)))\n",
+        # a placeholder __init__ sets that another method computes before this one reads it
+        # (torchvision's RAFT `corr_pyramid`, timm's ConViT `rel_indices`)
+        "import torch\nimport torch.nn as nn\nclass C(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.pyramid = [torch.tensor(0)]\n"
+        "    def build(self, a, b):\n        self.pyramid = [a @ b]\n"
+        "    def index(self):\n        for v in self.pyramid:\n            h, w = v.shape[-2:]\n",
     ],
 )
 def test_found_in_the_wild_without_alarm(src: str) -> None:
@@ -385,7 +404,7 @@ def test_a_literal_constructor_call_elsewhere_in_the_project_is_the_configuratio
     (d,) = check_source(str(model), model.read_text()).diagnostics
     assert (d.span.line, d.code) == (19, "GPU100") and "expects 64 input features" in d.message
     stated = d.labels[-1]
-    assert Path(stated.span.path).name == "example.py" and stated.span.line == 6
+    assert Path(stated.span.path).name == "example.py" and stated.span.line == 7
     assert stated.message.startswith("the sizes checked are those of `Tower(width=64")
 
 
@@ -403,6 +422,23 @@ def test_a_literal_constructor_call_elsewhere_in_the_project_is_the_configuratio
         # a branch's assumption does not leak into the other branch
         "def f(x):\n    if x.shape[-1] == 3:\n        return x.view(-1, 3)\n"
         "    return x.view(-1, 4)\n",
+        # a table of named settings that is not subscripted, or whose keys the module
+        # reads of no configuration, states no configuration
+        "import torch.nn as nn\nSIZES = {'a': dict(w=4, h=2), 'b': dict(w=8, h=3)}\n"
+        "class T(nn.Module):\n    def __init__(self, config):\n        super().__init__()\n"
+        "        self.a = nn.Linear(config.w, config.h)\n        self.b = nn.Linear(config.w, 5)\n"
+        "    def forward(self, x):\n        return self.b(self.a(x))\n",
+        "import torch.nn as nn\nrow = {'a': dict(p=4, q=2), 'b': dict(p=8, q=3)}['a']\n"
+        "class T(nn.Module):\n    def __init__(self, config):\n        super().__init__()\n"
+        "        self.a = nn.Linear(config.w, config.h)\n        self.b = nn.Linear(config.w, 5)\n"
+        "    def forward(self, x):\n        return self.b(self.a(x))\n",
+        # a flag nobody passes builds no configuration: a method reading what it builds
+        # is not judged on it
+        "import torch\nimport torch.nn as nn\nclass B(nn.Module):\n"
+        "    def __init__(self, heads: int = 8, flag=False):\n        super().__init__()\n"
+        "        if flag:\n            self.table = nn.Embedding(32, heads)\n"
+        "    def bias(self, n):\n"
+        "        return self.table(torch.arange(n)[:, None]).permute(2, 0)\n",
     ],
 )
 def test_what_can_succeed_is_not_reported(src: str) -> None:
@@ -461,3 +497,12 @@ def test_check_coverage_option_prints_a_line_per_file(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     line = next(row for row in run.stderr.splitlines() if row.startswith(str(src)))
     assert "tensor expressions" in line and "unknown call `foo.mystery`" in line
+
+
+def test_a_failure_inside_an_imported_module_is_reported_at_the_call_with_a_note() -> None:
+    example = REPO / "tests" / "projects" / "stated" / "example.py"
+    (d,) = check_source(str(example), example.read_text()).diagnostics
+    assert (d.span.line, d.code) == (11, "GPU100")
+    inside = d.labels[-1]
+    assert Path(inside.span.path).name == "model.py" and inside.span.line == 19
+    assert inside.message == "it fails here, in `model.py`"

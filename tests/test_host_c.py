@@ -604,6 +604,37 @@ def test_vulkan_host_runs_every_zoo_kernel(build: Path, tmp_path: Path, stem, fu
     _run_case(_vulkan_host(build), "spirv", stem, function, None, tmp_path)
 
 
+def test_vulkan_host_takes_bfloat16_files_with_or_without_the_padding(
+    build: Path, tmp_path: Path
+) -> None:
+    """An odd count of bfloat16 values (3 x 7) as raw bits: the file may hold just the
+    values (what `ndarray.tofile` writes) or the device's whole last word; the output file
+    holds the values only."""
+    require_tool("wgpu")
+    host = _vulkan_host(build)
+    path = OUT / "spirv" / "half_storage" / "bf16_rms_norm.manifest.json"
+    manifest = json.loads(path.read_text())
+    dims = {"N": 3, "D": 7}
+    inputs = random_inputs(manifest, dims, seed=4)
+    want = shim_reference(ROOT / "kernels" / "half_storage.py", "bf16_rms_norm", inputs, dims)
+    env = {**os.environ, "XDG_RUNTIME_DIR": os.environ.get("XDG_RUNTIME_DIR", "/tmp")}
+    for padded in (True, False):
+        folder = tmp_path / str(padded)
+        folder.mkdir()
+        args = []
+        for name in ("x", "g"):
+            data = mf.encode(inputs[name], "bfloat16")
+            count = len(inputs[name])
+            (folder / name).write_bytes(data if padded else data[: 2 * count])
+            args.append(f"{name}=@{folder / name}")
+        command = [str(host), str(path), "N=3", "D=7", *args, "-o", str(folder)]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+        assert result.returncode == 0, result.stderr
+        data = (folder / "out.bin").read_bytes()
+        assert len(data) == 2 * 21
+        assert_close(mf.decode(data, "bfloat16", 21), want["out"], "bfloat16")
+
+
 def test_only_leaks_with_a_frame_in_the_host_count() -> None:
     """The driver's leak (allocator and unloaded-module frames only) is not the host's; a
     leak with a frame in the host's C files is."""

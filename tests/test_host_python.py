@@ -203,6 +203,41 @@ def test_float16_arrays_in_and_out(backend: str) -> None:
     assert yt.float().numpy().tolist() == y.astype(np.float32).tolist()
 
 
+@pytest.mark.parametrize("backend", ["wgsl", "spirv"])
+def test_bfloat16_arrays_in_and_out(backend: str) -> None:
+    """NumPy has no bfloat16: bit patterns travel as uint16 both ways, and torch.bfloat16
+    tensors as themselves; an odd count (5 x 7) comes back without the word's padding, and
+    an `InOut` bfloat16 array is updated in place. A float32 array where bfloat16 is
+    expected is GPU041 with the way to pass it."""
+    kernels = load(OUT / backend / "half_storage")
+    x = _bf16_bits(_rand(5, 7, seed=9).tolist())
+    g = _bf16_bits(_rand(7, seed=10).tolist())
+    y = kernels.bf16_rms_norm(x, g)
+    assert y.dtype == np.uint16 and y.shape == (5, 7)
+    inputs = {"x": _values(x, "bfloat16"), "g": _values(g, "bfloat16")}
+    want = _shim("half_storage", "bf16_rms_norm", inputs, {"N": 5, "D": 7})["out"]
+    assert_close(_values(y, "bfloat16"), want, "bfloat16")
+    yt = kernels.bf16_rms_norm(
+        torch.from_numpy(x.astype(np.int32) << 16).view(torch.float32).to(torch.bfloat16),
+        torch.from_numpy(g.astype(np.int32) << 16).view(torch.float32).to(torch.bfloat16),
+    )
+    assert yt.dtype == torch.bfloat16
+    assert yt.view(torch.int16).numpy().view(np.uint16).tolist() == y.tolist()
+    p, grad = x.copy(), _rand(5, 7, seed=11)
+    kernels.bf16_update(p, grad, 0.5)
+    want = _shim(
+        "half_storage",
+        "bf16_update",
+        {"p": _values(x, "bfloat16"), "grad": grad.ravel().tolist()},
+        {"N": 5, "D": 7},
+        {"lr": 0.5},
+    )["p"]
+    assert_close(_values(p, "bfloat16"), want, "bfloat16")
+    with pytest.raises(HostError) as info:
+        kernels.bf16_rms_norm(_rand(5, 7), g)
+    assert info.value.code == "GPU041" and "uint16" in str(info.value)
+
+
 def test_device_state_is_kept_between_calls() -> None:
     kernels = load(OUT / "wgsl" / "layernorm")
     w = _rand(48)
@@ -524,6 +559,19 @@ _NUMPY = {"float32": np.float32, "float16": np.float16, "int32": np.int32,
           "uint32": np.uint32, "bool_": np.bool_}  # fmt: skip
 
 
+def _bf16_bits(values: list) -> np.ndarray:
+    """bfloat16 values (already exact bfloat16) as NumPy uint16 bit patterns."""
+    return (np.array(values, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def _values(array: np.ndarray, dtype: str) -> list:
+    """A result as Python floats: bfloat16 comes back as uint16 bit patterns."""
+    if dtype == "bfloat16":
+        assert array.dtype == np.uint16
+        array = (array.astype(np.uint32) << 16).view(np.float32)
+    return array.ravel().tolist()
+
+
 @pytest.mark.parametrize(("stem", "function"), ZOO, ids=[f"{s}.{f}" for s, f in ZOO])
 def test_load_runs_every_zoo_kernel_on_numpy_arrays(stem: str, function: str) -> None:
     """Every committed WGSL snapshot of tests/kernels, called with NumPy arrays."""
@@ -534,9 +582,9 @@ def test_load_runs_every_zoo_kernel_on_numpy_arrays(stem: str, function: str) ->
     dims = choose_dims(kernel.manifest, (7, 13, 5, 11, 3))
     inputs = random_inputs(kernel.manifest, dims, seed=5)
     scalars = default_scalars(kernel.manifest, dims)
-    arrays = {  # NumPy has no bfloat16: those go in as torch tensors
+    arrays = {  # NumPy has no bfloat16: those go in as uint16 bit patterns
         b["name"]: (
-            torch.tensor(inputs[b["name"]], dtype=torch.bfloat16)
+            _bf16_bits(inputs[b["name"]])
             if b["dtype"] == "bfloat16"
             else np.array(inputs[b["name"]], _NUMPY[b["dtype"]])
         ).reshape(mf.buffer_shape(b, dims))
@@ -553,10 +601,10 @@ def test_load_runs_every_zoo_kernel_on_numpy_arrays(stem: str, function: str) ->
     atol = tf32_fallback_atol(kernel.manifest, dims)
     for buf, array in zip(results, got, strict=True):
         assert tuple(array.shape) == mf.buffer_shape(buf, dims)
-        values = np.asarray(array).ravel().tolist()
+        values = _values(np.asarray(array), buf["dtype"])
         assert_close(values, want[buf["name"]], buf["dtype"], atol=atol, label=buf["name"])
     for buf in kernel.inouts:  # updated in place
-        got_inout = arrays[buf["name"]].ravel().tolist()
+        got_inout = _values(arrays[buf["name"]], buf["dtype"])
         assert_close(got_inout, want[buf["name"]], buf["dtype"], atol=atol, label=buf["name"])
 
 

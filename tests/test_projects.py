@@ -124,3 +124,33 @@ def test_a_changed_module_rechecks_its_dependents_only(tmp_path: Path) -> None:
     dependents |= {"aliases.py", "helpers.py", "pipeline.py"}
     assert {name for name, (cached, _) in after.items() if not cached} == dependents
     assert after["cycle_a.py"][0] and after["cycle_b.py"][0]
+
+
+def test_one_name_from_a_package_reads_the_module_that_defines_it(tmp_path: Path) -> None:
+    """A package whose `__init__` imports every module (timm, transformers): importing one
+    name reads the `__init__` and the module defining that name, not the whole package,
+    and a `Dim` re-exported through the `__init__` keeps its meaning."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    names = [f"m{k}" for k in range(8)]
+    (pkg / "__init__.py").write_text(
+        "".join(f"from .{n} import Thing{k}\n" for k, n in enumerate(names))
+        + "from .dims import N\n"
+    )
+    for k, n in enumerate(names):
+        (pkg / f"{n}.py").write_text(f"from .{names[-1]} import Thing{len(names) - 1}\n\n"
+                                     f"class Thing{k}:\n    pass\n")  # fmt: skip
+    (pkg / "dims.py").write_text("from mimir.array import Dim\n\nN = Dim('N', min=2)\n")
+    main = tmp_path / "main.py"
+    main.write_text(
+        "from mimir.array import Tensor, float32, gpu\n"
+        "from pkg import N, Thing3\n\n\n"
+        "@gpu\n"
+        "def first(x: Tensor[float32, N]) -> Tensor[float32, 1]:\n"
+        "    return x[0:1]\n"
+    )
+    project = Project()
+    result = check_source(str(main), main.read_text(), project=project)
+    assert result.diagnostics == []
+    read = {p.name for p in project._trees}
+    assert read == {"__init__.py", "m3.py", "dims.py"}

@@ -76,6 +76,27 @@ def einsum(spec: Any, *operands: Any) -> Tensor:
     return Tensor(values, out_shape, dtype, operands[0]._device)
 
 
+def topk(x: Any, k: Any, axis: int = -1, largest: bool = True) -> tuple[Tensor, Tensor]:
+    """The k largest (or, `largest=False`, smallest) elements along `axis` and their int32
+    positions, as PyTorch's `topk` returns them: in sorted order, equal keys in their
+    order (`x.sort(axis, descending=largest)` and `argsort`, each cut to its first k)."""
+    if not isinstance(x, Tensor):
+        raise MimirError("GPU036", "`topk()` takes a tensor first")
+    element_only(x)
+    size = static_int(resolve(k), "`k` of `topk()`")
+    static_int(axis, "the axis of `topk()`")
+    if not isinstance(largest, bool):
+        raise MimirError("GPU036", "`largest` must be True or False")
+    shape = rule(sh.topk, _A, x._shape, size, axis)
+    rule(dr.sortable, "topk()", [x._dtype])
+    a = axis % len(x._shape)
+    values, positions = x.sort(axis, largest), x.argsort(axis, largest)
+    cut = tuple(slice(None) if i != a else slice(0, size) for i in range(len(x._shape)))
+    if shape == x._shape:
+        return values, positions
+    return values[cut], positions[cut]
+
+
 def _shape_arg(shape: Any) -> tuple[int, ...]:
     items = shape if isinstance(shape, (tuple, list)) else (shape,)
     out = tuple(static_int(resolve(s), "a size in a shape") for s in items)
@@ -147,7 +168,7 @@ def triu(x: Tensor, k: int = 0) -> Tensor:
 
 def _join(name: str, tensors: Any, axis: Any) -> Tensor:
     if not isinstance(tensors, (tuple, list)) or not all(isinstance(t, Tensor) for t in tensors):
-        raise MimirError("GPU036", f"`{name}()` takes a tuple of tensors")
+        raise MimirError("GPU036", f"`{name}()` takes a tuple or list of tensors")
     element_only(*tensors)
     axis = static_int(axis, f"the axis of `{name}()`")
     stack = name == "stack"
@@ -202,14 +223,22 @@ def tensor(data: Any, dtype: DType | None = None, device: str = "cpu") -> Tensor
 
 def rand(
     shape: Any,
-    dtype: DType = float32,
+    dtype: Any = float32,
     seed: int = 0,
     low: float = -1.0,
     high: float = 1.0,
     device: str = "cpu",
 ) -> Tensor:
-    """Seeded uniform random values in [low, high) (integers: [low, high]); host code only."""
-    _host_function("rand")
+    """Two functions under one name, told apart by where they are called.
+
+    Inside `@gpu`, `rand(seed, offsets)` is Triton's `tl.rand`: Philox4x32-10 of each offset
+    under the seed, a float32 in [0, 1) per element (`mimir.ops.numerics.rand`).
+
+    In host code, `rand(shape, dtype, seed, low, high, device)` makes a tensor of seeded
+    uniform values in [low, high) (integers: [low, high]) from Python's `random`.
+    """
+    if in_kernel():
+        return elementwise(ops.BY_FUNCTION["rand"], [shape, dtype])
     dims = _shape_arg(shape)
     rng = _random.Random(seed)
     n = ev.numel(dims)
@@ -220,6 +249,12 @@ def rand(
     else:
         flat = [rng.randint(int(low), int(high)) for _ in range(n)]
     return Tensor(nm.cast(flat, dtype), dims, dtype, _default_device(device))
+
+
+def randn(seed: Any, offsets: Any) -> Tensor:
+    """Triton's `tl.randn(seed, offsets)`: a standard normal float32 per offset, Box-Muller of
+    the first two Philox4x32-10 words (`mimir.ops.numerics.randn`)."""
+    return elementwise(ops.BY_FUNCTION["randn"], [seed, offsets])
 
 
 # struct code of an array's elements -> the Mimir dtype an array of them becomes

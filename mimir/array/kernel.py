@@ -153,8 +153,8 @@ class Kernel:
 
     def _run_grid(self, bound: inspect.BoundArguments, bindings: dict[str, int]) -> None:
         """Run the body once per program id, in row-major order of the grid."""
-        if not isinstance(self.grid, tuple) or not 1 <= len(self.grid) <= 3:
-            raise MimirError("GPU036", "`grid=` takes a tuple of one to three sizes")
+        if not isinstance(self.grid, tuple) or not self.grid:
+            raise MimirError("GPU036", "`grid=` takes a tuple of one or more sizes")
         sizes = [resolve(g) for g in self.grid]
         run = GridRun()
         token = GRID.set(run)

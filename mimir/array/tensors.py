@@ -298,6 +298,28 @@ class Tensor:
         """Inclusive prefix products along `axis` (NumPy's `cumprod`; `axis=None` flattens)."""
         return self._scan("cumprod", axis)
 
+    def _sort(self, name: str, axis: Any, descending: Any) -> Tensor:
+        element_only(self)
+        static_int(axis, f"the axis of `.{name}()`")
+        if not isinstance(descending, bool):
+            raise MimirError("GPU036", "`descending` must be True or False")
+        rule(sh.along_axis, _A, self._shape, axis, name)
+        dtype = rule(ops.BY_METHOD[name].dtype_rule, f".{name}()", [self._dtype])
+        values = ev.sort(
+            name, self._values, self._shape, axis % len(self._shape), descending, self._dtype
+        )
+        return self._like(values, self._shape, dtype)
+
+    def sort(self, axis: int = -1, descending: bool = False) -> Tensor:
+        """The values sorted along `axis`, stably: a NaN last (first when `descending`),
+        -0.0 and 0.0 equal (NumPy's `sort`, PyTorch's `sort(stable=True)`)."""
+        return self._sort("sort", axis, descending)
+
+    def argsort(self, axis: int = -1, descending: bool = False) -> Tensor:
+        """The int32 positions that sort `axis` (`sort`'s order, equal keys in their
+        order: NumPy's `argsort(kind="stable")`)."""
+        return self._sort("argsort", axis, descending)
+
     def _softmax(self, name: str, axis: int) -> Tensor:
         element_only(self)
         static_int(axis, f"the axis of `.{name}()`")

@@ -363,11 +363,75 @@ def _define_bfloat_helpers() -> None:
             Return(Bitcast(rounded, "f32")),
         ],
     )
+    # the 16 bits a packed bfloat16 buffer holds for an f32 value, in the low half of a
+    # u32: rounded to nearest even as `mimir_round_bf16`; any nan as the quiet 0x7FC0
+    # (the shim's nan), never truncated to inf by dropping a payload in the low bits
+    _helper(
+        "mimir_bf16_bits",
+        [("a", "f32")],
+        "u32",
+        [
+            If(isnan(a), [Return(const(0x7FC0, "u32"))]),
+            Let(bits, Bitcast(a, "u32")),
+            Return(Binary(">>", rounded, const(16, "u32"), "u32")),
+        ],
+    )
+
+
+def _define_half_helpers() -> None:
+    # float16 rounding in integer arithmetic, for targets whose f32 -> f16 conversion may
+    # round either way (WGSL, Vulkan SPIR-V: `with_exact_half`): the f32 whose value is
+    # the float16 nearest `a`, ties to even, so the conversion that follows is exact.
+    # Normal results drop 13 bits of the significand (a carry into the exponent is
+    # right); from 65520 (the tie above 65504, whose last bit is odd) up is inf; below
+    # 2**-14 the significand is shifted to a multiple of 2**-24, rounded, and scaled back
+    # as float32 (q <= 1024 and a power-of-two scale: exact in any rounding mode).
+    a, bits, mag, sign = _p("a", "f32"), _p("bits", "u32"), _p("mag", "u32"), _p("sign", "u32")
+    e, mant, shift = _p("e", "u32"), _p("mant", "u32"), _p("shift", "u32")
+    q, rem, halfway = _p("q", "u32"), _p("rem", "u32"), _p("halfway", "u32")
+
+    def u(v: int) -> Const:
+        return const(v, "u32")
+
+    def ub(op: str, x: Expr, y: Expr) -> Binary:
+        return Binary(op, x, y, "u32")
+
+    lsb = ub("&", ub(">>", mag, u(13)), u(1))
+    normal = ub("&", ub("+", ub("+", mag, u(0xFFF)), lsb), u(0xFFFFE000))
+    # up: past half a quantum, or at exactly half with q odd (ties to even)
+    odd = bin_("!=", ub("&", q, u(1)), u(0))
+    up = bin_("||", bin_(">", rem, halfway), bin_("&&", bin_("==", rem, halfway), odd))
+    rounded = _p("rounded", "u32")
+    scaled = bin_("*", Cast(rounded, "f32"), const(2.0**-24, "f32"))
+    inf_bits = Bitcast(ub("|", sign, u(0x7F800000)), "f32")
+    _helper(
+        "mimir_round_f16",
+        [("a", "f32")],
+        "f32",
+        [
+            Let(bits, Bitcast(a, "u32")),
+            Let(sign, ub("&", bits, u(0x80000000))),
+            Let(mag, ub("&", bits, u(0x7FFFFFFF))),
+            If(bin_(">=", mag, u(0x7F800000)), [Return(a)]),  # inf, nan
+            If(bin_(">=", mag, u(0x477FF000)), [Return(inf_bits)]),  # from 65520: inf
+            If(bin_(">=", mag, u(0x38800000)), [Return(Bitcast(ub("|", sign, normal), "f32"))]),
+            If(bin_("<=", mag, u(0x33000000)), [Return(Bitcast(sign, "f32"))]),  # <= 2**-25
+            Let(e, ub(">>", mag, u(23))),  # 102..112 here
+            Let(mant, ub("|", ub("&", mag, u(0x7FFFFF)), u(0x800000))),
+            Let(shift, ub("-", u(126), e)),  # 14..24: to a multiple of 2**-24
+            Let(q, ub(">>", mant, shift)),
+            Let(rem, ub("&", mant, ub("-", ub("<<", u(1), shift), u(1)))),
+            Let(halfway, ub("<<", u(1), ub("-", shift, u(1)))),
+            Let(rounded, ub("+", q, select(up, u(1), u(0)))),
+            Return(Bitcast(ub("|", sign, Bitcast(scaled, "u32")), "f32")),
+        ],
+    )
 
 
 _define_integer_helpers()
 _define_float_helpers()
 _define_bfloat_helpers()
+_define_half_helpers()
 
 
 # ---------------------------------------------------------------- sin and cos
@@ -811,3 +875,123 @@ def _define_special_helpers() -> None:
 
 
 _define_special_helpers()
+
+
+# ---------------------------------------------------------------- Philox random numbers
+# The constants of `mimir.ops.numerics` (Random123's, cuRAND's and Triton's); the words are
+# 32-bit products: `mulhi` is the high half of the 64-bit product (an intrinsic: PTX
+# `mul.hi.u32`, MSL `mulhi`; `mimir_mulhi_u32` below, from 16-bit halves, on WGSL and SPIR-V).
+PHILOX_ROUND_A, PHILOX_ROUND_B = 0xD2511F53, 0xCD9E8D57
+PHILOX_KEY_A, PHILOX_KEY_B = 0x9E3779B9, 0xBB67AE85
+PHILOX_ROUNDS = 10
+UNIFORM_SCALE = f32(4.6566127342e-10)  # Triton's `uint_to_uniform_float` scale
+
+
+def _philox_words(k0: Expr, k1: Expr, c0: Expr) -> tuple[list, Expr, Expr]:
+    """Statements computing words 0 and 1 of Philox4x32-10 of counter (c0, 0, 0, 0) under
+    key (k0, k1), unrolled, and those two words."""
+    body: list = []
+    n = [0]
+
+    def let(e: Expr) -> Var:
+        n[0] += 1
+        v = Var(f"$w{n[0]}", "u32")
+        body.append(Let(v, e))
+        return v
+
+    def u(v: int) -> Const:
+        return const(v, "u32")
+
+    def zero(e: Expr) -> bool:  # the counter's words 1 to 3 start at 0: fold them out
+        return isinstance(e, Const) and e.value == 0
+
+    def xor(x: Expr, y: Expr) -> Expr:
+        return y if zero(x) else x if zero(y) else bin_("^", x, y)
+
+    def mul(m: Const, x: Expr) -> Expr:
+        return u(0) if zero(x) else bin_("*", m, x)
+
+    def mulhi(m: Const, x: Expr) -> Expr:
+        return u(0) if zero(x) else call("mulhi", m, x, t="u32")
+
+    words: list[Expr] = [c0, u(0), u(0), u(0)]
+    a, b = u(PHILOX_ROUND_A), u(PHILOX_ROUND_B)
+    for r in range(PHILOX_ROUNDS):
+        c0_, c1_, c2_, c3_ = words
+        x0 = xor(xor(mulhi(b, c2_), c1_), k0)
+        x2 = xor(xor(mulhi(a, c0_), c3_), k1)
+        words = [w if isinstance(w, (Var, Const)) else let(w) for w in (x0, mul(b, c2_), x2)]
+        words.append(let(mul(a, c0_)))
+        if r + 1 < PHILOX_ROUNDS:
+            k0 = let(bin_("+", k0, u(PHILOX_KEY_A)))
+            k1 = let(bin_("+", k1, u(PHILOX_KEY_B)))
+    return body, words[0], words[1]
+
+
+def uniform_float(word: Expr) -> Expr:
+    """Triton's `uint_to_uniform_float`: the word as int32, its bitwise not where negative
+    (`-x - 1`), converted to float32 and times `UNIFORM_SCALE`: in [0, 1)."""
+    x = Bitcast(word, "i32")
+    flipped = select(bin_("<", x, const(0, "i32")), Unary("~", x, "i32"), x)
+    return bin_("*", Cast(flipped, "f32"), const(UNIFORM_SCALE, "f32"))
+
+
+def _define_random_helpers() -> None:
+    k0, k1, c0 = _p("k0", "u32"), _p("k1", "u32"), _p("c0", "u32")
+    params = [("k0", "u32"), ("k1", "u32"), ("c0", "u32")]
+    body, w0, w1 = _philox_words(k0, k1, c0)
+    _helper("mimir_rand", params, "f32", [*body, Return(uniform_float(w0))])
+    u1, u2, th = _p("u1", "f32"), _p("u2", "f32"), _p("theta", "f32")
+    tiny = const(f32(1.0e-7), "f32")
+    normal = [  # Box-Muller as Triton's `pair_uniform_to_normal`, its first value
+        Let(u1, uniform_float(w0)),
+        Let(u2, select(bin_("<", u1, tiny), tiny, u1)),
+        Let(th, bin_("*", const(f32(6.283185307179586), "f32"), uniform_float(w1))),
+        Return(
+            bin_(
+                "*",
+                call("mimir_sqrt", bin_("*", const(-2.0, "f32"), call("mimir_log", u2))),
+                call("cos", th),
+            )
+        ),
+    ]
+    _helper("mimir_randn", params, "f32", [*body, *normal])
+    # the high word of a u32 product, from 16-bit halves (for targets without `mulhi`)
+    a, b = _p("a", "u32"), _p("b", "u32")
+    ah, al, bh, bl = (_p(n, "u32") for n in ("ah", "al", "bh", "bl"))
+    lo, mid1, mid2 = _p("lo", "u32"), _p("mid1", "u32"), _p("mid2", "u32")
+    m16 = const(0xFFFF, "u32")
+    s16 = const(16, "u32")
+    carry = bin_(
+        ">>",
+        bin_("+", bin_("+", bin_(">>", lo, s16), bin_("&", mid1, m16)), bin_("&", mid2, m16)),
+        s16,
+    )
+    _helper(
+        "mimir_mulhi_u32",
+        [("a", "u32"), ("b", "u32")],
+        "u32",
+        [
+            Let(ah, bin_(">>", a, s16)),
+            Let(al, bin_("&", a, m16)),
+            Let(bh, bin_(">>", b, s16)),
+            Let(bl, bin_("&", b, m16)),
+            Let(lo, bin_("*", al, bl)),
+            Let(mid1, bin_("*", ah, bl)),
+            Let(mid2, bin_("*", al, bh)),
+            Return(
+                bin_(
+                    "+",
+                    bin_(
+                        "+",
+                        bin_("*", ah, bh),
+                        bin_("+", bin_(">>", mid1, s16), bin_(">>", mid2, s16)),
+                    ),
+                    carry,
+                )
+            ),
+        ],
+    )
+
+
+_define_random_helpers()

@@ -15,7 +15,8 @@ preserve when it prints:
 - `Cast` between `i32` and `u32` reinterprets the bits; other casts convert
   values and are only emitted where the value is in range (saturating float to
   integer casts are built in `lower`);
-- `Call` names an intrinsic from `INTRINSICS` or a `Helper` function.
+- `Call` names an intrinsic from `INTRINSICS` or a `Helper` function; `mulhi` of two
+  `u32` is the high 32 bits of their 64-bit product.
 
 Names in the IR are logical: user names are Python identifiers, internal names
 start with `$`. Backends map every name through one `Namer` per file, which
@@ -32,7 +33,7 @@ SCALAR_TYPES = ("bool", "i32", "u32", "f32", "f16")
 # Intrinsic functions a backend prints from its own table (by IR name).
 INTRINSICS = (
     "exp", "log", "sqrt", "tanh", "sin", "cos",
-    "floor", "abs", "pow", "isnan", "isinf", "min", "max", "fma",
+    "floor", "abs", "pow", "isnan", "isinf", "min", "max", "fma", "mulhi",
 )  # fmt: skip
 
 BINARY_OPS = (

@@ -82,12 +82,15 @@ __all__ = [
     "helpers_needed",
     "intrinsics_needed",
     "load_bfloat16",
+    "pack_bfloat16",
     "lower_element",
     "round_f16",
     "round_to",
     "select",
     "to_storage",
+    "with_exact_half",
     "with_reduced_trig",
+    "with_helpers_for",
 ]
 
 REG: dict[DType, str] = {
@@ -99,7 +102,8 @@ REG: dict[DType, str] = {
     bfloat16: "f32",
 }
 # bfloat16 travels two to a u32 word (element 2k in the low half of word k), read with
-# `load_bfloat16`; no kernel writes it yet (the scheduler refuses a bfloat16 result).
+# `load_bfloat16` and written a whole word at a time by a packing launch
+# (`mimir.codegen.schedule.packing`, `pack_bfloat16`): no two threads share a word.
 STORAGE: dict[DType, str] = {
     bool_: "u32",
     int32: "i32",
@@ -249,6 +253,22 @@ def _where(xs: list[Expr], t: str) -> Expr:
     return select(xs[0], xs[1], xs[2])
 
 
+def _random(helper: str) -> Lowering:
+    """`rand` / `randn` of an int32 or uint32 seed and offset: the key is the seed
+    sign-extended to 64 bits (Triton's `seed.to(uint64)`), the counter the offset's bits."""
+
+    def lower(xs: list[Expr], t: str) -> Expr:
+        seed, offset = xs
+        hi = const(0, "u32")
+        if t == "i32":
+            hi = select(bin_("<", seed, const(0, "i32")), const(UINT_MAX, "u32"), hi)
+        key = seed if t == "u32" else Bitcast(seed, "u32")
+        counter = offset if t == "u32" else Bitcast(offset, "u32")
+        return call(helper, key, hi, counter)
+
+    return lower
+
+
 LOWERING: dict[str, Lowering] = {
     "add": _arith("+"),
     "sub": _arith("-"),
@@ -299,6 +319,8 @@ LOWERING: dict[str, Lowering] = {
     "where": _where,
     "maximum": _maximum,
     "minimum": _minimum,
+    "rand": _random("mimir_rand"),
+    "randn": _random("mimir_randn"),
 }
 
 
@@ -327,6 +349,17 @@ def load_bfloat16(array: str, flat: Expr) -> Expr:
         Binary("<<", word, const(16, "u32"), "u32"),
     )
     return Bitcast(bits, "f32")
+
+
+def pack_bfloat16(low: Expr, high: Expr) -> Expr:
+    """One u32 word of a packed bfloat16 buffer from two f32 values: `low` (element 2k)
+    in bits 0-15, `high` (element 2k + 1) in bits 16-31, each rounded to nearest even."""
+    return Binary(
+        "|",
+        call("mimir_bf16_bits", low),
+        Binary("<<", call("mimir_bf16_bits", high), const(16, "u32"), "u32"),
+        "u32",
+    )
 
 
 # ---------------------------------------------------------------- conversions
@@ -421,15 +454,49 @@ def _trig_call(e: Expr) -> Expr | None:
     return None
 
 
+def _half_cast(e: Expr) -> Expr | None:
+    if isinstance(e, Cast) and e.type == "f16" and e.a.type == "f32":
+        return Cast(call("mimir_round_f16", map_expr(e.a, _half_cast)), "f16")
+    return None
+
+
+def with_exact_half(kernel: Kernel) -> Kernel:
+    """`kernel` with every f32 -> f16 conversion rounded first by the `mimir_round_f16`
+    helper (integer arithmetic, to nearest even), so the conversion itself is exact.
+
+    For backends whose specification leaves that rounding to the implementation (WGSL:
+    either neighbour, and near 65504 the largest finite value or inf; Vulkan SPIR-V's
+    `OpFConvert` without a rounding-mode decoration): every target then stores the
+    float16 the shim does (`tests/test_half_rounding.py`)."""
+    return _with_rewrite(kernel, _half_cast)
+
+
 def with_reduced_trig(kernel: Kernel) -> Kernel:
     """`kernel` with every f32 `sin`/`cos` as a call of the `mimir_trig` helper.
 
     For backends whose builtin sin and cos hold on [-pi, pi] only (WGSL, SPIR-V):
     `mimir_trig` reduces every float32 argument exactly (`mimir.codegen.helpers`).
     """
+    return _with_rewrite(kernel, _trig_call)
+
+
+def with_helpers_for(kernel: Kernel, emulated: dict[str, str]) -> Kernel:
+    """`kernel` with each call of an intrinsic in `emulated` a call of its IR helper."""
+
+    def swap(e: Expr) -> Expr | None:
+        if isinstance(e, Call) and e.fn in emulated:
+            return Call(emulated[e.fn], e.args, e.type)
+        return None
+
+    return _with_rewrite(kernel, swap)
+
+
+def _with_rewrite(kernel: Kernel, rule: Callable[[Expr], Expr | None]) -> Kernel:
+    """`kernel` with `rule` applied to every expression of its body and helpers, and the
+    helpers the rewritten expressions call added."""
 
     def rewrite(body):
-        return fold_block(map_block(body, lambda e: map_expr(e, _trig_call)))
+        return fold_block(map_block(body, lambda e: map_expr(e, rule)))
 
     body = rewrite(kernel.body)
     helpers = [replace(h, body=tuple(rewrite(h.body))) for h in kernel.helpers]

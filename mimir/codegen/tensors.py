@@ -134,6 +134,9 @@ class Evaluator:
         self.body: Body = body  # type: ignore[assignment]  # (None: shapes only)
         # node -> buffer holding its value (row-major, dense)
         self.buffers = buffers if buffers is not None else {}
+        # buffers that hold a bfloat16 value as float32 (a scratch buffer, or the one a
+        # packing launch reads, `schedule.packing`): loaded as f32, not two to a word
+        self.wide: set[str] = set()
         self.overrides: dict[int, tuple[Any, Expr]] = {}
         # nodes whose value is one per workgroup (a row kernel's reductions): any index
         self.row_values: dict[int, Expr] = {}
@@ -270,6 +273,8 @@ class Evaluator:
         dtype = self.dtype(n)
         if n in self.buffers:
             if dtype == bfloat16:
+                if self.buffers[n] in self.wide:  # held as float32
+                    return Load(self.buffers[n], idx.flat(self.body), "f32")
                 return lw.load_bfloat16(self.buffers[n], idx.flat(self.body))
             load = Load(self.buffers[n], idx.flat(self.body), lw.STORAGE[dtype])
             return lw.from_storage(load, dtype)

@@ -596,6 +596,24 @@ class KernelChecker:
         self._rule(einsum_rules.shape, node["spec"], [v.shape for v in inputs])
         return NoneVal()
 
+    def _topk(self, node: dict, inputs: list) -> Any:
+        """The check node of `topk(x, k, axis, largest)` (the graph builder lowers the call
+        to a `sort` and an `argsort`, each cut to k): keys `sort` takes, a literal axis,
+        `largest` a bool, and 1 <= k <= the axis's size, proven or refuted (GPU018)."""
+        spec = node["spec"]
+        kwargs = dict(zip(node["keywords"], inputs, strict=True))
+        x = self._tensor(kwargs.get("x"), spec.spelling)
+        if "k" not in kwargs:
+            raise _RuleFailedError("GPU036", "`topk()` takes a tensor and `k`")
+        k = self._index_size(kwargs["k"])
+        axis = self._axis_arg(kwargs.get("axis", SizeVal(Sym.const(-1))), spec)
+        largest = kwargs.get("largest")
+        if largest is not None:
+            self._bool_arg(largest, "largest")
+        self._dtype_rule(spec, [x.dtype])
+        self._rule(sh.topk, x.shape, k, axis, "topk")
+        return NoneVal()
+
     def _subscript(self, node: dict, inputs: list) -> Any:
         value, *slots = inputs
         items = node["items"]
@@ -778,6 +796,14 @@ class KernelChecker:
             axis = self._axis_arg(kwargs.get("axis"), spec, allow_tuple=False, allow_none=True)
             shape = self._rule(sh.scan, x.shape, axis, spec.name)
             return TensorVal(shape, self._dtype_rule(spec, [x.dtype]))
+        if kind == "sort":
+            axis = self._axis_arg(kwargs.get("axis", SizeVal(Sym.const(-1))), spec)
+            self._bool_arg(kwargs.get("descending"), "descending")
+            shape = self._rule(sh.along_axis, x.shape, axis, spec.name)
+            result = TensorVal(shape, self._dtype_rule(spec, [x.dtype]), x.value_range)
+            if spec.name == "argsort":  # positions along the axis: [0, size)
+                result.value_range = (z3.IntVal(0), shape[axis % len(shape)].term)
+            return result
         if kind == "softmax":
             axis = self._axis_arg(kwargs.get("axis", SizeVal(Sym.const(-1))), spec)
             shape = self._rule(sh.along_axis, x.shape, axis, spec.name)
@@ -1012,7 +1038,8 @@ class KernelChecker:
         parts = kwargs.get("tensors")
         if not isinstance(parts, TupleVal) or not parts.items:
             raise _RuleFailedError(
-                "GPU036", f"`{spec.spelling}` takes a tuple of tensors: `{spec.name}((a, b))`"
+                "GPU036",
+                f"`{spec.spelling}` takes a tuple or list of tensors: `{spec.name}([a, b])`",
             )
         tensors = [self._tensor(v, spec.spelling) for v in parts.items]
         axis = self._literal_int(

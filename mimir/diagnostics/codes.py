@@ -561,10 +561,11 @@ _CODES = [
         "GPU071",
         "cannot-schedule",
         "a kernel that checks clean but cannot be compiled into launches",
-        "code generation needs every result to be a tensor whose sizes are dim expressions; "
-        "Mimir refuses rather than guess what a kernel should write",
-        "return tensors (not Python scalars) or assign an `InOut[...]` parameter, and spell "
-        "every size with the kernel's dims",
+        "code generation needs every result to be a tensor whose sizes are dim expressions, "
+        "every size to fit 32-bit indices, and a sorted axis to fit workgroup memory (a bound "
+        "of at most 2048); Mimir refuses rather than guess what a kernel should write",
+        "return tensors (not Python scalars) or assign an `InOut[...]` parameter, spell "
+        'every size with the kernel\'s dims, and bound a sorted axis (`Dim("L", max=1024)`)',
         "@gpu\ndef f(x: Tensor[float32, 8], s: float):\n    return s * 2.0\n",
         "@gpu\ndef f(x: Tensor[float32, 8], s: float) -> Tensor[float32, 8]:\n    return x * s\n",
         found_by="compile",

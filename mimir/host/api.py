@@ -18,6 +18,7 @@ from mimir.host.values import (
     DeviceV,
     DTypeV,
     FloatV,
+    HeadV,
     IntV,
     NoneV,
     ShapeOfV,
@@ -26,6 +27,7 @@ from mimir.host.values import (
     TupleV,
     const,
     eq,
+    literal,
     product,
     show,
     show_shape,
@@ -54,6 +56,7 @@ _ELEMENTWISE_1 = {
     "detach",
     "clone",
     "contiguous",
+    "roll",
     "clamp",
     "clip",
     "requires_grad_",
@@ -281,6 +284,10 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
         return tt.matmul(cx, args[0], args[1])
     if short == "mm":
         return tt.mm(cx, args, kwargs)
+    if short in ("addmm", "baddbmm"):  # input + mat1 @ mat2 (batched for baddbmm)
+        product = (tt.mm if short == "addmm" else tt.bmm)(cx, list(args[1:3]), {})
+        base = tt.arg(args, kwargs, 0, "input", UNKNOWN)
+        return tt.elementwise(cx, base, product) if isinstance(product, TensorV) else product
     if short == "bmm":
         return tt.bmm(cx, args, kwargs)
     if short == "einsum":
@@ -359,6 +366,7 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
         "cos",
         "detach",
         "clone",
+        "roll",
         "narrow",
         "unflatten",
         "movedim",
@@ -467,6 +475,13 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
         if (args and isinstance(args[0], DTypeV)) or (name == "view" and t.lib == "numpy"):
             return UNKNOWN  # numpy's view takes a dtype or a type, never a shape
         new = tt.sizes_arg(args) if args else tt.sizes_arg([kwargs.get("shape", UNKNOWN)])
+        if len(args) == 1 and isinstance(args[0], HeadV):
+            return _onto_head(cx, t, args[0])
+        several = len(args) >= 2 and all(isinstance(a, IntV) or a is UNKNOWN for a in args)
+        if new is None and several:
+            # `view(B, H // ws[0], ws[0], ...)`: several ints, some unknown: the rank is theirs
+            sizes = [a.sym if isinstance(a, IntV) and literal(a.sym) != -1 else None for a in args]
+            return TensorV(tuple(sizes), t.dtype, t.lib)
         return tt.reshape(cx, t, new, name)
     if name in ("view_as", "reshape_as", "expand_as"):
         other = tt.tensor(args[0] if args else None)
@@ -546,3 +561,12 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
 
 
 _ = (BoolV, StrV)
+
+
+def _onto_head(cx: Ctx, t: TensorV, head: HeadV) -> Any:
+    """`x.view(size_out)` with `size_out = x.size()[:-1] + (nf,)`: the leading axes of a
+    tensor of unknown rank, then the sizes given (a -1 among them is a size of its own)."""
+    if not all(isinstance(a, IntV) and a.sym is not None for a in head.after):
+        return TensorV(None, t.dtype, t.lib)
+    tail = tuple(cx.free_size("size") if literal(a.sym) == -1 else a.sym for a in head.after)
+    return TensorV(None, t.dtype, t.lib, tail)

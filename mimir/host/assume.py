@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mimir.solve.prover import variable_names
 from mimir.solve.z3lib import z3
 
 
@@ -66,7 +67,7 @@ def substitution(cond: Any, free: set[str]) -> tuple[Any, Any] | None:
         return None
     lhs, rhs = cond.children()
     for var, term in ((lhs, rhs), (rhs, lhs)):
-        if _is_free_var(var, free) and var.get_id() not in {v.get_id() for v in _vars(term)}:
+        if _is_free_var(var, free) and var.decl().name() not in variables(term):
             return var, term
     return None
 
@@ -94,19 +95,9 @@ def join_paths(paths: list[Path]) -> Path:
     )
 
 
-# term id -> (the term, kept alive so that Z3 never gives its id to another, its variables)
-_VARS: dict[int, tuple[Any, frozenset[str]]] = {}
-
-
 def variables(term: Any) -> frozenset[str]:
-    key = term.get_id()
-    found = _VARS.get(key)
-    if found is None:
-        found = (term, frozenset(v.decl().name() for v in _vars(term)))
-        if len(_VARS) > 100_000:
-            _VARS.clear()
-        _VARS[key] = found
-    return found[1]
+    """The names of the free sizes `term` mentions (found once per term)."""
+    return variable_names(term)
 
 
 def _subst(term: Any, var: Any, value: Any) -> Any:

@@ -50,6 +50,8 @@ def segment(lines: list[str], node: ast.AST) -> str:
 def uninformative(v: Any) -> bool:
     if isinstance(v, IntV):
         return v.sym is None
+    if isinstance(v, FloatV):  # `_make_divisible(24 * width)` after `(32 * width)`
+        return v.value is None
     return v is UNKNOWN or isinstance(v, (NoneV, StrV, BoolV, FloatV, ApiV))
 
 

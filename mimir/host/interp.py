@@ -17,6 +17,12 @@ every requirement a rule states is proven with the kernel checker's `Prover`
 - `@gpu` calls bind each `Dim` of the parameters once across all arguments
   (GPU040/GPU041/GPU042 at the call) and the result takes the annotated shape.
 - Anything else is UNKNOWN, and nothing computed from it is ever reported.
+
+This module holds the entry, expressions and calls; `HostChecker` mixes in how
+statements run (`mimir.host.statements`), classes and instances
+(`mimir.host.objects`), library calls (`mimir.host.library_calls`), symbolic sizes
+(`mimir.host.symbolic`), every function checked without a caller
+(`mimir.host.modular`) and Python's builtins (`mimir.host.pybuiltins`).
 """
 
 from __future__ import annotations
@@ -28,33 +34,30 @@ from typing import Any, NoReturn
 from mimir.diagnostics.codes import REGISTRY
 from mimir.diagnostics.diagnostic import Diagnostic, Label
 from mimir.dims import Dim
-from mimir.host import api, einops, kernel_calls, nn, nn_spatial, pyops
+from mimir.host import api, kernel_calls, nn, pyops
 from mimir.host import torch_table as tt
 from mimir.host.annotations import read_host_annotation
-from mimir.host.assume import variables
 from mimir.host.coverage import KNOWN, PARTIAL, UNKNOWN_SHAPE, Coverage
 from mimir.host.flow import (
     DEAD,
     aliases,
-    as_load,
     constant,
     decorator_name,
-    envs_agree,
-    has_break,
     is_none,
-    join_envs,
     literal_items,
-    replace_env,
     segment,
     truth_of,
     uninformative,
-    unpack,
 )
+from mimir.host.foreign import Foreign, LazyName
+from mimir.host.library_calls import OPEN, Dataset, Library
 from mimir.host.modular import Modular
+from mimir.host.objects import Objects
 from mimir.host.pybuiltins import PyBuiltins
 from mimir.host.rules import RefutedError
+from mimir.host.statements import DTYPE_NAMES, UNROLL, Frame, Statements
 from mimir.host.summaries import fingerprint, summarisable
-from mimir.host.symbolic import NEVER, Symbolic
+from mimir.host.symbolic import Symbolic
 from mimir.host.values import (
     UNKNOWN,
     ApiV,
@@ -65,6 +68,7 @@ from mimir.host.values import (
     DTypeV,
     FloatV,
     FuncV,
+    HeadV,
     IntV,
     KernelV,
     LambdaV,
@@ -82,16 +86,11 @@ from mimir.host.values import (
     Sym,
     TensorV,
     TupleV,
-    agree,
     arith,
     const,
-    eq,
     join,
     literal,
     product,
-    same,
-    show_shape,
-    show_tensor,
 )
 from mimir.parse.module import ModuleInfo
 from mimir.solve.prover import Prover
@@ -99,21 +98,9 @@ from mimir.solve.z3lib import z3
 
 _MAX_DEPTH = 8
 _BUDGET = 40_000  # statements interpreted per file; past it, calls are no longer followed
-_LOOP_ROUNDS = 4
-_UNROLL = 32
 _BUILTIN_ITERS = {"range", "enumerate", "zip", "reversed", "sorted"}
 _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "add_module"}
-OPEN = "**"  # the keyword a layer built with unreadable `**kwargs` gets
-_BUILD_LAYER = "<build layer>"
-_EINOPS_LAYERS = ("Rearrange", "Repeat", "Reduce")
-_LIBRARIES = ("torch", "numpy", "jaxtyping", "mimir", "functools", "math", "einops")
 _MODULE_SELF = {"to", "cuda", "cpu", "train", "eval", "float", "double", "half", "requires_grad_"}
-_DTYPE_NAMES = {
-    **tt.DTYPE_ALIASES,
-    "float_": "float64",
-    "int_": "int64",
-    "longlong": "int64",
-}
 
 
 @dataclass
@@ -125,19 +112,7 @@ class HostResult:
     coverage: Coverage = field(default_factory=Coverage)  # what a clean run checked
 
 
-@dataclass
-class _Dataset:
-    tensors: list[Any]
-
-
-@dataclass
-class _Frame:
-    returns: list[Any] = field(default_factory=list)
-    generator: bool = False
-    paths: list[Any] = field(default_factory=list)  # the path at each return
-
-
-class HostChecker(Symbolic, Modular, PyBuiltins):
+class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBuiltins):
     def __init__(self, info: ModuleInfo, timeout_ms: int) -> None:
         self._init_symbolic()
         self._init_modular()
@@ -170,6 +145,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         self._unknown_names: dict[tuple[int, int], str] = {}  # hover: why a name is unknown
         self._reasons: dict[tuple[int, int], str] = {}  # unknown call -> why
         self._hover: dict[tuple[int, int], Any] = {}
+        self._init_foreign()
 
     # ------------------------------------------------------------ entry
 
@@ -240,7 +216,15 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
     def report(self, err: RefutedError, node: ast.AST) -> None:
         if self.quiet:
             return
-        span = self.src.span(node)
+        if self.captured is not None:  # a probe: kept apart, reported or not as a whole
+            self.captured.append((err, node))
+            return
+        # what fails in another module's code is reported at the checked file's call
+        span = self.local_src.span(self.site) if self.site is not None else self.src.span(node)
+        if self.site is not None:
+            where = self.src.span(node)
+            name = where.path.rsplit("/", 1)[-1]
+            err.labels = (*err.labels, Label(where, f"it fails here, in `{name}`"))
         key = (span.line, span.column, err.code)
         if key in self.found or any(k[:2] == (span.line, span.column) for k in self.found):
             return  # one diagnostic per node, whichever context found it first
@@ -257,405 +241,13 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
 
     # ------------------------------------------------------------ statements
 
-    def block(self, body: list[ast.stmt], env: dict, frame: _Frame | None) -> None:
-        for stmt in body:
-            if env.get(DEAD):
-                return
-            self.statement(stmt, env, frame)
-
-    def statement(self, stmt: ast.stmt, env: dict, frame: _Frame | None) -> None:
-        self.steps += 1
-        self.env = env
-        if isinstance(stmt, ast.FunctionDef):
-            top = frame is None and stmt.name in self.kernels
-            env[stmt.name] = KernelV(stmt.name) if top else FuncV(stmt)
-        elif isinstance(stmt, ast.AsyncFunctionDef):
-            env[stmt.name] = UNKNOWN
-        elif isinstance(stmt, ast.ClassDef):
-            env[stmt.name] = ClassV(stmt)
-        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            self.imports(stmt, env)
-        elif isinstance(stmt, ast.Assign):
-            value = self.expr(stmt.value, env)
-            for target in stmt.targets:
-                self.bind(target, value, env)
-            if value is UNKNOWN and isinstance(stmt.value, ast.Call):
-                reason = self._reasons.get((stmt.value.lineno, stmt.value.col_offset + 1))
-                for target in stmt.targets:
-                    if reason and isinstance(target, ast.Name):
-                        self._unknown_names[(target.lineno, target.col_offset + 1)] = reason
-        elif isinstance(stmt, ast.AnnAssign):
-            if stmt.value is not None:
-                value = self.expr(stmt.value, env)
-                if value is UNKNOWN:
-                    value = self.annotation(stmt.annotation)
-                self.bind(stmt.target, value, env)
-        elif isinstance(stmt, ast.AugAssign):
-            load = as_load(stmt.target)
-            value = self.binop(stmt, self.expr(load, env), stmt.op, self.expr(stmt.value, env))
-            self.bind(stmt.target, value, env)
-        elif isinstance(stmt, ast.Expr):
-            self.expr(stmt.value, env)
-        elif isinstance(stmt, ast.Return):
-            value = self.expr(stmt.value, env) if stmt.value is not None else NoneV()
-            if frame is not None:
-                frame.returns.append(value)
-                frame.paths.append(self.path)
-            env[DEAD] = True
-        elif isinstance(stmt, ast.Assert):
-            self.check_assert(stmt, self.expr(stmt.test, env))
-        elif isinstance(stmt, ast.If):
-            self.if_(stmt, env, frame)
-        elif isinstance(stmt, (ast.For, ast.While)):
-            self.loop(stmt, env, frame)
-        elif isinstance(stmt, ast.With):
-            for item in stmt.items:
-                self.expr(item.context_expr, env)
-                if item.optional_vars is not None:
-                    self.bind(item.optional_vars, UNKNOWN, env)
-            expecting = any(_expects_error(item.context_expr) for item in stmt.items)
-            self.quiet += expecting  # `with pytest.raises(...)`: the crash is the point
-            try:
-                self.block(stmt.body, env, frame)
-            finally:
-                self.quiet -= expecting
-        elif isinstance(stmt, ast.Try):
-            self.try_(stmt, env, frame)
-        elif isinstance(stmt, ast.Raise):
-            env[DEAD] = True
-        elif isinstance(stmt, (ast.Global, ast.Nonlocal, ast.Delete)):
-            for name in getattr(stmt, "names", []):
-                env[name] = UNKNOWN
-
-    def imports(self, stmt: ast.Import | ast.ImportFrom, env: dict) -> None:
-        if isinstance(stmt, ast.Import):
-            for alias in stmt.names:
-                local = alias.asname or alias.name.split(".")[0]
-                full = alias.name if alias.asname else alias.name.split(".")[0]
-                env[local] = ApiV(full)
-            return
-        module = stmt.module or ""
-        for alias in stmt.names:
-            local = alias.asname or alias.name
-            full = f"{module}.{alias.name}"
-            if module == "mimir.array":
-                if alias.name in _DTYPE_NAMES:
-                    env[local] = DTypeV(_DTYPE_NAMES[alias.name])
-                else:
-                    env[local] = ApiV(full)
-            elif module.split(".")[0] in _LIBRARIES:
-                env[local] = self._api(full)
-            else:
-                env[local] = UNKNOWN
-
     def _api(self, name: str) -> Any:
         head, _, attr = name.rpartition(".")
         if name == "numpy.newaxis":
             return NoneV()
-        if head in ("torch", "numpy") and attr in _DTYPE_NAMES:
-            return DTypeV(_DTYPE_NAMES[attr])
+        if head in ("torch", "numpy") and attr in DTYPE_NAMES:
+            return DTypeV(DTYPE_NAMES[attr])
         return ApiV(name)
-
-    def bind(self, target: ast.expr, value: Any, env: dict) -> None:
-        if isinstance(target, ast.Name) and isinstance(value, TensorV) and value.shape is None:
-            value = self.new_origin(value)
-        if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ShapeOfV, SpreadV)):
-            value = self._unpack_shape(target, value)
-        if isinstance(target, ast.Name):
-            env[target.id] = value
-            if isinstance(value, TensorV):  # hover: what every context agrees on
-                key = (target.lineno, target.col_offset + 1)
-                seen = self._hover.get(key)
-                self._hover[key] = value if seen is None else join(seen, value)
-                joined = self._hover[key]
-                if isinstance(joined, TensorV) and (joined.shape is not None or joined.tail):
-                    self.shapes[key] = show_tensor(joined)
-                else:
-                    self.shapes.pop(key, None)
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            starred = any(isinstance(t, ast.Starred) for t in target.elts)
-            items = unpack(value, len(target.elts))
-            if not starred and items is None and self._unpack_count(target, value) and self.depth:
-                env[DEAD] = True  # the unpacking raises: nothing after it runs
-            if starred or items is None:
-                for t in target.elts:
-                    self.bind(t.value if isinstance(t, ast.Starred) else t, UNKNOWN, env)
-                return
-            for t, v in zip(target.elts, items, strict=True):
-                self.bind(t, v, env)
-        elif isinstance(target, ast.Attribute):
-            base = self.expr(target.value, env)
-            if isinstance(base, ObjectV):
-                base.attrs[target.attr] = value
-            elif isinstance(base, TensorV):  # `a.shape = (...)`, `x.data = ...`
-                self._rebind(target.value, UNKNOWN, env)
-        elif isinstance(target, ast.Subscript):
-            self.expr(target.value, env)
-            if isinstance(target.value, ast.Name) and not isinstance(
-                env.get(target.value.id), TensorV
-            ):
-                env[target.value.id] = UNKNOWN  # a list or dict item changed
-
-    def _unpack_shape(self, target: ast.Tuple | ast.List, value: ShapeOfV | SpreadV) -> Any:
-        """`B, T, C = x.shape` (or `*_, H, W = x.shape`) of a tensor of unknown rank."""
-        before: tuple = value.before if isinstance(value, SpreadV) else ()
-        after: tuple = value.after if isinstance(value, SpreadV) else ()
-        shape = value.shape if isinstance(value, SpreadV) else value
-        elts = target.elts[len(before) : len(target.elts) - len(after)]
-        names = tuple(e.id if isinstance(e, ast.Name) else "" for e in elts)
-        stars = [k for k, e in enumerate(elts) if isinstance(e, ast.Starred)]
-        t = shape.tensor
-        if not stars:
-            t = self.refine(t, len(elts), names)
-            if t.shape is None or len(t.shape) != len(elts):
-                if t.shape is None and len(elts) > (t.max_rank or len(elts)):
-                    self.report(
-                        RefutedError(
-                            "GPU107",
-                            f"`{segment(self.src.lines, target)}` unpacks the shape of a tensor "
-                            f"of rank at most {t.max_rank} into {len(elts)} names",
-                            labels=self.stated,
-                        ),
-                        target,
-                    )
-                elif t.shape is None and len(t.tail) > len(elts):
-                    self.report(
-                        RefutedError(
-                            "GPU107",
-                            f"`{segment(self.src.lines, target)}` unpacks the shape of a tensor "
-                            f"of rank {len(t.tail)} or more into {len(elts)} names",
-                            labels=self.stated,
-                        ),
-                        target,
-                    )
-                return UNKNOWN
-            sizes: list[Any] = [IntV(s) for s in t.shape]
-        elif len(stars) == 1:
-            k = stars[0]
-            head = [IntV(self.axis_size(t, i, shape.label)) for i in range(k)]
-            rest = len(elts) - k - 1
-            tail = [IntV(self.axis_size(t, i, shape.label)) for i in range(-rest, 0)]
-            sizes = [*head, UNKNOWN, *tail]
-        else:
-            return UNKNOWN
-        return TupleV((*before, *sizes, *after))
-
-    def _unpack_count(self, target: ast.Tuple | ast.List, value: Any) -> bool:
-        """`q, k, v = x.split(d, dim=2)` when the split makes another number of pieces;
-        whether the unpacking certainly raises."""
-        n = len(target.elts)
-        names = segment(self.src.lines, target)
-        if isinstance(value, TupleV) and not value.is_list:
-            got = len(value.items)
-            self.report(
-                RefutedError(
-                    "GPU107",
-                    f"`{names}` unpacks {got} value{'s' * (got != 1)} into {n} names",
-                    labels=self.stated,
-                ),
-                target,
-            )
-            return True
-        elif isinstance(value, TensorV) and value.shape:
-            size = value.shape[0]
-            shown = show_shape(value.shape)
-            self.guard(
-                target,
-                lambda: self.need(
-                    eq(size, const(n)),
-                    "GPU107",
-                    f"`{names}` unpacks dim 0 of a {shown} tensor into {n} names",
-                ),
-            )
-        return False
-
-    def widen(self, value: Any, entry: Any) -> Any:
-        """A loop-carried value that still changes: its changing sizes become free sizes."""
-        if agree(value, entry):
-            return value
-        if (
-            isinstance(value, TensorV)
-            and isinstance(entry, TensorV)
-            and value.shape is not None
-            and entry.shape is not None
-            and len(value.shape) == len(entry.shape)
-        ):
-            shape = tuple(
-                a if same(a, b) else self.free_size(f"loop.shape[{k}]", lo=0)
-                for k, (a, b) in enumerate(zip(value.shape, entry.shape, strict=True))
-            )
-            return TensorV(shape, value.dtype if value.dtype == entry.dtype else None, value.lib)
-        if isinstance(value, IntV) and isinstance(entry, IntV):
-            return IntV(self.free_size("loop", lo=0))
-        return join(value, entry) if isinstance(value, TensorV) else UNKNOWN
-
-    def check_assert(self, stmt: ast.Assert, value: Any) -> None:
-        """`assert cond` on sizes: an error when it can never hold, else assumed."""
-        term = value.term if isinstance(value, BoolV) else None
-        if term is None:
-            return
-        text = segment(self.src.lines, stmt.test)
-        if len(text) > 60:
-            text = text[:57] + "..."
-        cond = self.path.substitute(term)
-        if z3.is_true(cond):
-            return
-        if value.loose:  # over a value that may be a float: assumed when it can hold, never judged
-            if not z3.is_false(cond) and self.feasible(cond):
-                self._assume(cond)
-            return
-        if z3.is_false(cond) or self._satisfiable(cond) == z3.unsat:
-            if self.defaults_only and not self._stating:
-                if self.env is not None:
-                    self.env[DEAD] = True  # the defaults are no configuration: stop here
-                return
-            why = None if not variables(cond) else NEVER
-            self.report(
-                RefutedError("GPU108", f"`assert {text}` never holds", labels=self.stated, why=why),
-                stmt.test,
-            )
-            if self.env is not None:
-                self.env[DEAD] = True  # what follows never runs
-            return
-        self._assume(cond)
-
-    def _rebind(self, target: ast.expr, value: Any, env: dict) -> None:
-        """A value changed in place: a name or `self.attr` now holds `value`."""
-        if isinstance(target, ast.Name):
-            env[target.id] = value
-        elif isinstance(target, ast.Attribute):
-            base = self.expr(target.value, env)
-            if isinstance(base, ObjectV):
-                base.attrs[target.attr] = value
-
-    def if_(self, stmt: ast.If, env: dict, frame: _Frame | None) -> None:
-        test = self.expr(stmt.test, env)
-        truth = truth_of(test)
-        term = test.term if isinstance(test, BoolV) and not test.loose else None
-        if truth is None and term is not None:
-            truth = self.holds(term)
-        if truth is True:
-            self.block(stmt.body, env, frame)
-            return
-        if truth is False:
-            self.block(stmt.orelse, env, frame)
-            return
-        base = self.path
-        objects = _objects(env)
-        before = [dict(o.attrs) for o in objects]
-        paths, ends, attrs = [], [], []
-        conds = (term, z3.Not(term)) if term is not None else (None, None)
-        # A condition on a value the interpreter lost (not one an input leaves open): a
-        # branch may be one the configuration never takes, so nothing in it is reported.
-        opaque = test is UNKNOWN
-        for body, cond in zip((stmt.body, stmt.orelse), conds, strict=True):
-            branch = dict(env)
-            self.path = base
-            for o, b in zip(objects, before, strict=True):
-                o.attrs = dict(b)
-            if cond is not None:
-                if not self.feasible(cond):
-                    continue  # no size this path admits takes this branch
-                self._assume(cond)
-            self.quiet += opaque
-            try:
-                self.block(body, branch, frame)
-            finally:
-                self.quiet -= opaque
-            self.env = env
-            paths.append(branch)
-            ends.append(self.path)
-            attrs.append([o.attrs for o in objects])
-        live = [k for k, e in enumerate(paths) if not e.get(DEAD)]
-        self.path = self.join_paths([ends[k] for k in live]) if live else base
-        for i, o in enumerate(objects):
-            o.attrs = join_envs([attrs[k][i] for k in live]) if live else before[i]
-            o.attrs.pop(DEAD, None)
-        replace_env(env, join_envs(paths))
-
-    def loop(self, stmt: ast.For | ast.While, env: dict, frame: _Frame | None) -> None:
-        if isinstance(stmt, ast.For):
-            iterable = self.expr(stmt.iter, env)
-            items = literal_items(iterable)
-            if items is not None and len(items) <= _UNROLL and not has_break(stmt.body):
-                for item in items:  # a ModuleList, a tuple of layers: exact
-                    self.bind(stmt.target, item, env)
-                    self.block(stmt.body, env, frame)
-                    if env.get(DEAD):
-                        return
-                self.block(stmt.orelse, env, frame)
-                return
-            item = self.element(iterable)
-        else:
-            self.expr(stmt.test, env)
-            item = None
-        entry = dict(env)
-        state = dict(env)
-        entry_path = self.path
-        self.loop_depth += 1
-        try:
-            self._fixpoint(stmt, item, env, entry, state, entry_path, frame)
-        finally:
-            self.loop_depth -= 1
-
-    def _fixpoint(
-        self,
-        stmt: ast.For | ast.While,
-        item: Any,
-        env: dict,
-        entry: dict,
-        state: dict,
-        entry_path: Any,
-        frame: _Frame | None,
-    ) -> None:
-        for rounds in range(_LOOP_ROUNDS + 1):
-            body = dict(state)
-            body.pop(DEAD, None)
-            self.path = entry_path  # what one iteration assumes need not hold after it
-            if item is not None:
-                self.bind(stmt.target, item, body)  # type: ignore[union-attr]
-            self.block(stmt.body, body, frame)
-            self.env = env
-            body.pop(DEAD, None)
-            new = join_envs([state, body])
-            if envs_agree(new, state):
-                break
-            state = new
-            if rounds == _LOOP_ROUNDS - 1:  # widen what still changes
-                state = {k: self.widen(v, entry.get(k, v)) for k, v in state.items()}
-        self.path = entry_path
-        replace_env(env, state)
-        self.block(stmt.orelse, env, frame)
-
-    def try_(self, stmt: ast.Try, env: dict, frame: _Frame | None) -> None:
-        paths = []
-        body = dict(env)
-        entry_path = self.path
-        caught = bool(stmt.handlers)  # a crash in the body is handled, not a crash of the run
-        self.quiet += caught
-        try:
-            self.block(stmt.body, body, frame)
-        finally:
-            self.quiet -= caught
-        self.block(stmt.orelse, body, frame)
-        self.env = env
-        paths.append(body)
-        ends = [self.path]
-        for handler in stmt.handlers:
-            self.path = entry_path
-            h = {k: (v if k in env else UNKNOWN) for k, v in body.items()}
-            h.update({k: join(v, body.get(k, v)) for k, v in env.items()})
-            h.pop(DEAD, None)
-            if handler.name:
-                h[handler.name] = UNKNOWN
-            self.block(handler.body, h, frame)
-            self.env = env
-            paths.append(h)
-            ends.append(self.path)
-        live = [p for p, e in zip(ends, paths, strict=True) if not e.get(DEAD)]
-        self.path = self.join_paths(live) if live else entry_path
-        replace_env(env, join_envs(paths))
-        self.block(stmt.finalbody, env, frame)
 
     # ------------------------------------------------------------ expressions
 
@@ -724,7 +316,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             finally:
                 self.quiet -= opaque
         if isinstance(node, ast.JoinedStr):
-            return StrV("")
+            return self._fstring(node, env)
         if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
             return self.comprehension(node, env)
         if isinstance(node, ast.Dict):
@@ -741,7 +333,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         """`(a, *xs, b)`: the items of `xs` in place; `(*x.shape, h)` of a tensor of
         unknown rank is kept for an unpacking to fix the rank."""
         items: list[Any] = []
-        shape: ShapeOfV | None = None
+        shape: ShapeOfV | HeadV | None = None
         after: list[Any] = []
         known = True
         for e in node.elts:
@@ -751,12 +343,14 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                 target.append(value)
             elif isinstance(value, TupleV):
                 target.extend(value.items)
-            elif isinstance(value, ShapeOfV) and shape is None:
+            elif isinstance(value, (ShapeOfV, HeadV)) and shape is None:
                 shape = value
             else:
                 known = False
         if not known:
             return UNKNOWN
+        if isinstance(shape, HeadV):  # `(*x.shape[:-1], -1, d)`
+            return HeadV(shape.tensor, shape.drop, (*shape.after, *after)) if not items else UNKNOWN
         if shape is not None:
             return SpreadV(tuple(items), shape, tuple(after))
         return TupleV(tuple(items), isinstance(node, ast.List))
@@ -776,61 +370,6 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             items[key.value] = value
         return DictV(items)
 
-    def _super(self, args: list) -> Any:
-        if args or not self._current:
-            return UNKNOWN
-        fn, owner = self._current[-1]
-        if self._classes is None:
-            self._classes = {
-                id(f): c
-                for c in ast.walk(self.info.tree)
-                if isinstance(c, ast.ClassDef)
-                for f in c.body
-                if isinstance(f, ast.FunctionDef)
-            }
-        cls = self._classes.get(id(fn))
-        if cls is None or not isinstance(owner, ObjectV):
-            return UNKNOWN
-        return SuperV(cls, owner)
-
-    def super_attribute(self, sup: SuperV, attr: str) -> Any:
-        """`super().forward`: the method of a base class, or of the `torch.nn` layer below."""
-        for base in sup.cls.bases:
-            if isinstance(base, ast.Name) and isinstance(self.globals.get(base.id), ClassV):
-                found = self._method(self.globals[base.id].node, attr)
-                if found is not None:
-                    return FuncV(found, sup.obj)
-        if attr == "__init__":
-            kind = self._layer_base(sup.cls)
-            if kind is not None:
-                return PartialV(ApiV(_BUILD_LAYER), (sup.obj, StrV(kind)), ())
-        if isinstance(sup.obj.layer, LayerV):
-            if attr == "forward":
-                return sup.obj.layer
-            return MethodV(sup.obj.layer, attr)
-        return UNKNOWN
-
-    def _layer_base(self, cls: ast.ClassDef, seen: int = 0) -> str | None:
-        """The `torch.nn` layer a class derives from, directly or through its bases."""
-        for base in cls.bases:
-            name = self.qualname(base)
-            if name and name.startswith("torch.nn.") and name.rsplit(".", 1)[-1] in nn.PARAMS:
-                return name.rsplit(".", 1)[-1]
-            if isinstance(base, ast.Name) and isinstance(self.globals.get(base.id), ClassV):
-                if seen < 8:
-                    found = self._layer_base(self.globals[base.id].node, seen + 1)
-                    if found is not None:
-                        return found
-        return None
-
-    def build_layer(self, obj: ObjectV, kind: str, args: list | None, kwargs: dict) -> None:
-        """`obj`'s `torch.nn` base built from `args` (free sizes when no call says)."""
-        if args is None:
-            args = [IntV(self.free_size(p)) for p in nn.PARAMS[kind] if p in nn.SIZES]
-            kwargs = {}
-        text = f"{obj.cls.name}(...)"
-        obj.layer = LayerV(kind, list(args), dict(kwargs), text, span=self.src.span(obj.cls))
-
     def comprehension(self, node: ast.ListComp | ast.GeneratorExp, env: dict) -> Any:
         """`[nn.Linear(d, d) for i in range(3)]`: one item per item iterated, when the
         iterables and conditions are known; else what any item is, of unknown count."""
@@ -839,10 +378,10 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         def generate(k: int, scope: dict) -> bool:
             if k == len(node.generators):
                 items.append(self.expr(node.elt, scope))
-                return len(items) <= 2 * _UNROLL
+                return len(items) <= 2 * UNROLL
             g = node.generators[k]
             seq = literal_items(self.expr(g.iter, scope))
-            if g.is_async or seq is None or len(seq) > 2 * _UNROLL:
+            if g.is_async or seq is None or len(seq) > 2 * UNROLL:
                 return False
             for x in seq:
                 inner = dict(scope)
@@ -866,13 +405,15 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
     def lookup(self, name: str, env: dict) -> Any:
         if name in env:
             v = env[name]
+            if isinstance(v, LazyName):  # an imported name, read the first time
+                v = env[name] = self.resolve_name(v)
             if isinstance(v, OptionalV):
                 v = v.value
             if isinstance(v, TensorV) and v.origin is not None:
                 return self.current(v)
             return v
         if name in self.globals:
-            return self.globals[name]
+            return self.global_value(name)
         if name == "__name__":
             return StrV("__main__")
         if name in ("True", "False"):
@@ -902,6 +443,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             "str",
             "hasattr",
             "getattr",
+            "setattr",
             "map",
             "dict",
             "all",
@@ -939,8 +481,11 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                 if value is not None:
                     return value
             if method is not None:
-                if any(decorator_name(d) == "property" for d in method.decorator_list):
+                kinds = {decorator_name(d) for d in method.decorator_list}
+                if "property" in kinds:
                     return self.call_function(FuncV(method, base), node, [], {})
+                if "staticmethod" in kinds:  # `self.helper(x)`: no instance is passed
+                    return FuncV(method, None)
                 return FuncV(method, base)
             if isinstance(base.layer, LayerV):
                 return self.attribute(node, base.layer)
@@ -956,13 +501,22 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             return MethodV(base, attr)
         if isinstance(base, ConfigV):
             return self.config_attribute(base, attr)
+        if isinstance(base, ClassV):  # `Weights.verify(w)`, `Block.expansion`
+            method = self._method(base.node, attr)
+            if method is not None:
+                kinds = {decorator_name(d) for d in method.decorator_list}
+                if "classmethod" in kinds:
+                    return FuncV(method, base)
+                return FuncV(method, None) if "staticmethod" in kinds else UNKNOWN
+            value = self._class_attr(base.node, attr)
+            return UNKNOWN if value is None else value
         if isinstance(base, SuperV):
             return self.super_attribute(base, attr)
         if isinstance(base, DictV):
             return MethodV(base, attr)
         if isinstance(base, TupleV) and attr in ("values", "indices") and len(base.items) == 2:
             return base.items[attr == "indices"]  # the named tuple `x.max(dim=1)` returns
-        if isinstance(base, (TupleV, LoaderV, _Dataset)):
+        if isinstance(base, (TupleV, LoaderV, Dataset)):
             return MethodV(base, attr)
         return UNKNOWN
 
@@ -1004,6 +558,10 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             return base.named.get(index.value, UNKNOWN)
         if isinstance(base, DictV) and isinstance(index, StrV):
             return base.items.get(index.value, UNKNOWN)
+        if isinstance(base, ObjectV):  # `ACT2FN["gelu"]`: the class's own `__getitem__`
+            getitem = self._method(base.cls, "__getitem__")
+            if getitem is not None:
+                return self.call_function(FuncV(getitem, base), node, [index], {})
         return UNKNOWN
 
     def _shape_item(self, shape: ShapeOfV, index: Any) -> Any:
@@ -1020,6 +578,8 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                 return TupleV(tuple(IntV(self.axis_size(t, k, shape.label)) for k in range(lo, 0)))
             if index.start is None and hi is not None and hi >= 0:
                 return TupleV(tuple(IntV(self.axis_size(t, k, shape.label)) for k in range(hi)))
+            if index.start is None and hi is not None and hi < 0:
+                return HeadV(t, -hi)  # `x.shape[:-1]`: all but the last axes
         return UNKNOWN
 
     def index(self, node: ast.expr, env: dict) -> Any:
@@ -1088,7 +648,32 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             return pyops.float_op(op, a, b)
         if isinstance(a, TupleV) and isinstance(b, TupleV) and isinstance(op, ast.Add):
             return TupleV(a.items + b.items, a.is_list)
+        if isinstance(a, HeadV) and isinstance(b, TupleV) and isinstance(op, ast.Add):
+            return HeadV(a.tensor, a.drop, a.after + b.items)  # `x.size()[:-1] + (nf,)`
         return UNKNOWN
+
+    def _fstring(self, node: ast.JoinedStr, env: dict) -> StrV:
+        """`f"stage{i}"` of a literal `i`: its text (`StrV("")`, any string, otherwise)."""
+        parts = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                parts.append(str(part.value))
+                continue
+            if not (
+                isinstance(part, ast.FormattedValue)
+                and part.conversion == -1
+                and part.format_spec is None
+                and isinstance(part.value, ast.Name)
+            ):
+                return StrV("")
+            v = self.lookup(part.value.id, env)
+            if isinstance(v, StrV):
+                parts.append(v.value)
+            elif isinstance(v, IntV) and not v.loose and literal(v.sym) is not None:
+                parts.append(str(literal(v.sym)))
+            else:
+                return StrV("")
+        return StrV("".join(parts))
 
     def compare(self, node: ast.Compare, env: dict) -> Any:
         left = self.expr(node.left, env)
@@ -1125,6 +710,11 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             if left.sym is not None and right.sym is not None:
                 term = pyops.relation(op, left.sym.term, right.sym.term)
                 return BoolV(None, term, left.loose or right.loose)
+        numbers = [_number(v) for v in (left, right)]
+        if None not in numbers and (isinstance(left, FloatV) or isinstance(right, FloatV)):
+            a, b = numbers  # `new_v < 0.9 * v` of torchvision's `_make_divisible`
+            truth = _ORDER[type(op)](a, b) if type(op) in _ORDER else None
+            return BoolV(truth, None if truth is None else z3.BoolVal(truth))
         if (
             isinstance(left, TupleV)
             and isinstance(right, TupleV)
@@ -1143,6 +733,13 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             and isinstance(op, (ast.Eq, ast.NotEq))
         ):
             return BoolV((left.value == right.value) == isinstance(op, ast.Eq))
+        if (  # `v == "M"` of an int of a config list: never equal
+            isinstance(op, (ast.Eq, ast.NotEq))
+            and {type(left), type(right)} in ({StrV, IntV}, {StrV, FloatV})
+            and not any(isinstance(v, IntV) and v.loose for v in (left, right))
+        ):
+            truth = isinstance(op, ast.NotEq)
+            return BoolV(truth, z3.BoolVal(truth))
         return BoolV(None)
 
     def _raw(self, node: ast.expr, env: dict) -> Any:
@@ -1163,7 +760,7 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
 
     def _cover(self, node: ast.expr, value: Any, inputs: list[Any]) -> None:
         """Count a tensor expression for the coverage report (`mimir.host.coverage`)."""
-        if self.quiet:
+        if self.quiet or self.abroad:
             return
         at = (node.lineno, node.col_offset + 1)
         results = value.items if isinstance(value, TupleV) else (value,)
@@ -1250,6 +847,8 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                     env[a.id] = UNKNOWN
 
     def _unknown_call(self, node: ast.Call, func: Any, args: list) -> Any:
+        if self.abroad:
+            return UNKNOWN
         receiver = func.receiver if isinstance(func, MethodV) else None
         at = (node.lineno, node.col_offset + 1)
         named = not any(isinstance(n, ast.Call) for n in ast.walk(node.func))
@@ -1325,141 +924,6 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                 return named.get(args[0].value, args[1] if len(args) > 1 else NoneV())
         return UNKNOWN
 
-    def library(self, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
-        if name == "builtins.super":
-            return self._super(args)
-        if name.startswith("builtins."):
-            return self.builtin(name[9:], args, kwargs)
-        if name.startswith("mimir.array."):
-            short = name[12:]
-            if short in ("zeros", "ones", "full", "rand"):
-                shape = args[0] if args else kwargs.get("shape", UNKNOWN)
-                dtype = kwargs.get("dtype", args[1] if short != "full" and len(args) > 1 else None)
-                kw = {"dtype": dtype} if isinstance(dtype, DTypeV) else {}
-                return tt.creation(self, [shape], kw, "mimir")
-            if short in ("where", "maximum", "minimum"):
-                return tt.elementwise(self, *args)
-            if short == "tensor":
-                # `tensor(data, dtype=float32)`: float32 unless a dtype is given, whatever
-                # the literals (the shim converts them), never NumPy's int64 guess.
-                given = kwargs.get("dtype", args[1] if len(args) > 1 else None)
-                if given is None:
-                    dtype = "float32"
-                else:
-                    dtype = tt.dtype_arg(given) if isinstance(given, DTypeV) else None
-                return tt.from_data(args[0] if args else UNKNOWN, "mimir", dtype)
-            return UNKNOWN
-        if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
-            return args[0] if args and isinstance(args[0], TensorV) else UNKNOWN
-        if name in ("functools.partial",) and args:
-            return PartialV(args[0], tuple(args[1:]), tuple(kwargs.items()))
-        if name.startswith("math."):
-            return pyops.math_call(name[5:], args)
-        if name in ("einops.rearrange", "einops.repeat", "einops.reduce"):
-            return einops.apply(self, name[7:], args, kwargs)
-        if name.startswith("einops.layers.") and name.rsplit(".", 1)[-1] in _EINOPS_LAYERS:
-            kind = name.rsplit(".", 1)[-1].lower()
-            given = dict(kwargs)
-            for key, v in zip(("pattern", "reduction"), args, strict=False):
-                given[key] = v
-            return PartialV(ApiV(f"einops.{kind}"), (), tuple(given.items()))
-        if name == _BUILD_LAYER and len(args) >= 2 and isinstance(args[0], ObjectV):
-            self.build_layer(args[0], args[1].value, args[2:], kwargs)
-            return NoneV()
-        if name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):
-            kind = name.rsplit(".", 1)[-1]
-            if kind not in nn.KNOWN_LAYERS:
-                if node is not None and kind[:1].isupper() and not self.quiet:
-                    key = (node.lineno, node.col_offset)
-                    if key not in self._counted_layers:
-                        self._counted_layers.add(key)
-                        self.coverage.layers[f"nn.{kind}"] += 1
-                return UNKNOWN
-            text = segment(self.src.lines, node) if node is not None else kind
-            open_ = bool(kwargs.pop(OPEN, False))
-            items: list[Any] = []
-            named: dict[str, Any] = {}
-            exact = True
-            if kind == "Sequential":
-                if len(args) == 1 and isinstance(args[0], DictV):  # Sequential(OrderedDict(...))
-                    named = dict(args[0].items)
-                    items = list(named.values())
-                else:
-                    items = list(args)
-            if kind in ("ModuleList", "ParameterList") and args:
-                if isinstance(args[0], TupleV):
-                    items = list(args[0].items)
-                elif isinstance(args[0], LayerV) and args[0].kind in ("ModuleList", "Sequential"):
-                    items, exact = list(args[0].items), args[0].exact
-                elif isinstance(args[0], LoaderV) and args[0].item is not UNKNOWN:
-                    items, exact = [args[0].item], False  # `[Block(c) for _ in range(n)]`
-                else:
-                    return UNKNOWN  # built from a comprehension or a list we cannot read
-            if kind in ("ModuleDict", "ParameterDict"):
-                if args and isinstance(args[0], DictV):
-                    named = dict(args[0].items)
-                elif args:
-                    return UNKNOWN
-            span = self.src.span(node) if node is not None else None
-            layer = LayerV(kind, args, kwargs, text, items, span, named, exact, open_)
-            dtype = kwargs.get("dtype")
-            if isinstance(dtype, DTypeV):
-                layer.dtype = dtype.name
-            if kind == "GroupNorm" and node is not None:
-                groups = tt.size_of(nn.param(layer, "num_groups"))
-                channels = tt.size_of(nn.param(layer, "num_channels"))
-                self.guard(node, lambda: nn_spatial.group_norm_built(self, groups, channels, text))
-            return layer
-        if name in ("torch.utils.data.TensorDataset",):
-            return _Dataset(list(args))
-        if name == "torch.utils.data.DataLoader":
-            return self.loader(args, kwargs)
-        if name.startswith("torch.cuda.") or name in ("torch.manual_seed", "torch.no_grad"):
-            return UNKNOWN
-        return api.call_function(self, name, args, kwargs)
-
-    def element(self, iterable: Any) -> Any:
-        """What iterating `iterable` yields (the join of a tuple's items)."""
-        if isinstance(iterable, LoaderV):
-            return iterable.item
-        if isinstance(iterable, TensorV):
-            if iterable.shape:
-                return TensorV(iterable.shape[1:], iterable.dtype, iterable.lib)
-            return TensorV(None, iterable.dtype, iterable.lib)
-        if isinstance(iterable, TupleV) and iterable.items:
-            out = iterable.items[0]
-            for x in iterable.items[1:]:
-                out = join(out, x)
-            return out
-        if isinstance(iterable, _Dataset):
-            return TupleV(tuple(self.element(t) for t in iterable.tensors))
-        if isinstance(iterable, LayerV) and iterable.kind in ("ModuleList", "Sequential"):
-            return iterable.items[0] if len(iterable.items) == 1 else UNKNOWN
-        return UNKNOWN
-
-    def loader(self, args: list, kwargs: dict) -> Any:
-        data = tt.arg(args, kwargs, 0, "dataset")
-        bs = tt.int_lit(tt.arg(args, kwargs, 1, "batch_size", IntV(const(1))))
-        drop = kwargs.get("drop_last")
-        drop_last = isinstance(drop, BoolV) and drop.value is True
-        if not isinstance(data, _Dataset) or bs is None or bs < 1:
-            return LoaderV(UNKNOWN)
-        tensors = [tt.tensor(t) for t in data.tensors]
-        if any(t is None or not t.shape for t in tensors):
-            return LoaderV(UNKNOWN)
-        n = literal(tensors[0].shape[0])  # type: ignore[union-attr, index]
-        if n is not None and (n % bs == 0 or drop_last) and n >= bs:
-            batch: Sym = const(bs)
-        elif n is not None and n < bs:
-            batch = const(n)
-        elif n is not None:
-            batch = self.fresh("batch", 1, bs, values=(bs, n % bs))
-        else:
-            batch = self.fresh("batch", 1, bs)
-        return LoaderV(
-            TupleV(tuple(t.with_shape((batch, *t.shape[1:])) for t in tensors if t and t.shape))
-        )
-
     def call_function(
         self,
         f: FuncV,
@@ -1468,17 +932,24 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
         kwargs: dict,
         standalone: bool = False,
     ) -> Any:
+        with self.calling_abroad(f.node, node):  # in the scope of the module defining it
+            return self._call_function(f, node, args, kwargs, standalone)
+
+    def _call_function(
+        self,
+        f: FuncV,
+        node: ast.AST | None,
+        args: list | None,
+        kwargs: dict,
+        standalone: bool,
+    ) -> Any:
         fn = f.node
-        if (
-            self.depth >= _MAX_DEPTH
-            or self.steps > self.budget
-            or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn))
-        ):
+        if self.depth >= _MAX_DEPTH or self.steps > self.budget or _is_generator(fn):
             return UNKNOWN
         if not standalone:
             self.reached.add(id(fn))
         summary = None
-        if args is not None and summarisable(fn):
+        if args is not None and self.recording is None and summarisable(fn):
             summary = self._summary_key(f, args, kwargs)
             if summary is not None and summary in self._summaries:
                 result, assumed, _ = self._summaries[summary]
@@ -1486,9 +957,15 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                     self._assume(cond)
                 return result
         before = self.path
+        # a standalone run of a method with some parameters given (`Modular.probe_ranks`)
+        overrides = self.overrides.pop(id(fn), None) if standalone else None
         # A call that passes nothing the interpreter knows gives what the last such call gave.
         memo = None
-        if all(uninformative(v) for v in [*(args or []), *kwargs.values()]):
+        if (  # a builder run (`Modular.recording`) must build, not recall
+            overrides is None
+            and self.recording is None
+            and all(uninformative(v) for v in [*(args or []), *kwargs.values()])
+        ):
             memo = (id(fn), id(f.owner), args is None, len(args or []), tuple(sorted(kwargs)))
             if memo in self._memo:
                 return self._memo[memo]
@@ -1514,6 +991,8 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
                 value = positional[k]
             elif p.arg in kwargs:
                 value = kwargs[p.arg]
+            elif args is None and overrides and p.arg in overrides:
+                value = overrides[p.arg]
             elif args is None:
                 value = self.param_value(fn, p, default, f.owner)
             elif default is not None:
@@ -1523,11 +1002,18 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             if isinstance(value, TensorV) and value.shape is None:
                 value = self.new_origin(value)
             env[p.arg] = value
-        if fn.args.vararg is not None:
-            env[fn.args.vararg.arg] = UNKNOWN
+        if standalone:
+            self.last_params = dict(env)
+        if fn.args.vararg is not None:  # `*args`: the positional arguments no parameter takes
+            rest = positional[len(params) :]
+            known = args is not None and not any(isinstance(a, SpreadV) for a in rest)
+            env[fn.args.vararg.arg] = TupleV(tuple(rest)) if known else UNKNOWN
         if fn.args.kwarg is not None:
-            env[fn.args.kwarg.arg] = UNKNOWN
-        frame = _Frame()
+            # a call's keywords are all known here: those no parameter takes are `**kwargs`
+            named = {p.arg for p in [*params, *fn.args.kwonlyargs]}
+            extra = {k: v for k, v in kwargs.items() if k not in named}
+            env[fn.args.kwarg.arg] = UNKNOWN if args is None else DictV(extra)
+        frame = Frame()
         self.depth += 1
         caller = self.env
         self._current.append((fn, f.owner))
@@ -1586,55 +1072,19 @@ class HostChecker(Symbolic, Modular, PyBuiltins):
             return self.qualname(inner)
         return None
 
-    def instantiate(
-        self, cls: ClassV, args: list | None, kwargs: dict, standalone: bool = False
-    ) -> Any:
-        if not standalone:
-            self.instantiated.add(id(cls.node))
-        obj = ObjectV(cls.node)
-        init = self._method(cls.node, "__init__")
-        if init is not None:
-            self.call_function(FuncV(init, obj), None, args, kwargs, standalone=standalone)
-        else:
-            kind = self._layer_base(cls.node)
-            if kind is not None:  # `class Linear(nn.Linear)` with the layer's own __init__
-                self.build_layer(obj, kind, args, kwargs)
-        return obj
-
-    def _class_attr(self, cls: ast.ClassDef, name: str, seen: int = 0) -> Any:
-        """A class-level binding (`expansion = 1`), evaluated in the module's scope."""
-        for stmt in cls.body:
-            if (
-                isinstance(stmt, ast.Assign)
-                and len(stmt.targets) == 1
-                and isinstance(stmt.targets[0], ast.Name)
-                and stmt.targets[0].id == name
-            ):
-                return self.expr(stmt.value, self.globals)
-        for base in cls.bases:
-            if seen < 8 and isinstance(base, ast.Name):
-                parent = self.globals.get(base.id)
-                if isinstance(parent, ClassV):
-                    return self._class_attr(parent.node, name, seen + 1)
-        return None
-
-    def _method(self, cls: ast.ClassDef, name: str, seen: int = 0) -> ast.FunctionDef | None:
-        for stmt in cls.body:
-            if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
-                return stmt
-        if seen > 8:
-            return None
-        for base in cls.bases:
-            if isinstance(base, ast.Name) and isinstance(self.globals.get(base.id), ClassV):
-                found = self._method(self.globals[base.id].node, name, seen + 1)
-                if found is not None:
-                    return found
-        return None
-
     # ------------------------------------------------------------ @gpu calls
 
     def kernel_call(self, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
         return kernel_calls.kernel_call(self, name, args, kwargs, node)
+
+
+def _is_generator(fn: ast.FunctionDef) -> bool:
+    """Whether `fn` yields (its body is walked once per tree, not at each call)."""
+    found = getattr(fn, "_mimir_yields", None)
+    if found is None:
+        found = any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn))
+        fn._mimir_yields = found  # type: ignore[attr-defined]
+    return found
 
 
 def _label(node: ast.expr) -> str:
@@ -1652,17 +1102,20 @@ def _status(t: TensorV) -> int:
     return PARTIAL if t.shape is not None or t.tail else UNKNOWN_SHAPE
 
 
-def _objects(env: dict) -> list[ObjectV]:
-    """The instances a scope holds (`self`): their attributes are joined like variables."""
-    seen: dict[int, ObjectV] = {}
-    for v in env.values():
-        if isinstance(v, ObjectV):
-            seen.setdefault(id(v), v)
-    return list(seen.values())
+_ORDER = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+}
 
 
-def _expects_error(node: ast.expr) -> bool:
-    """`pytest.raises(...)`, `self.assertRaises(...)`: a block whose crash is expected."""
-    func = node.func if isinstance(node, ast.Call) else node
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    return name in ("raises", "assertRaises", "assertRaisesRegex", "assertWarns")
+def _number(v: Any) -> float | None:
+    """The value of a float computed from literals, or of a literal int no caller changes."""
+    if isinstance(v, FloatV):
+        return v.value
+    if isinstance(v, IntV) and not v.loose:
+        return literal(v.sym)
+    return None

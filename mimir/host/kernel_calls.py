@@ -11,7 +11,7 @@ with the binding substituted, so `k2(k1(x))` is checked as written.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mimir.dims import Dim, solve_dims
 from mimir.host import torch_table as tt
@@ -29,6 +29,8 @@ from mimir.host.values import (
     show_shape,
 )
 from mimir.parse.module import (
+    KernelDef,
+    ModuleInfo,
     TensorAnnotation,
     TupleAnnotation,
     read_annotation,
@@ -36,11 +38,19 @@ from mimir.parse.module import (
 )
 from mimir.solve.z3lib import z3
 
-if TYPE_CHECKING:
-    from mimir.host.interp import HostChecker
+
+class KernelCaller(Protocol):
+    """What checking a kernel call asks of the interpreter (`HostChecker` is one)."""
+
+    info: ModuleInfo
+    kernels: dict[str, KernelDef]
+
+    def need(self, cond: Any, code: str, message: str, shapes: tuple = ()) -> None: ...
+
+    def report(self, err: RefutedError, node: ast.AST) -> None: ...
 
 
-def kernel_call(hc: HostChecker, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
+def kernel_call(hc: KernelCaller, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
     kernel = hc.kernels[name].node
     params = kernel.args.args
     call = node if isinstance(node, ast.Call) else None
@@ -141,7 +151,7 @@ def kernel_call(hc: HostChecker, name: str, args: list, kwargs: dict, node: ast.
     return _result(ret, binding)
 
 
-def _solve(hc: HostChecker, kernel: str, seen: dict, binding: dict, node: ast.AST | None) -> bool:
+def _solve(hc: KernelCaller, kernel: str, seen: dict, binding: dict, node: ast.AST | None) -> bool:
     """The dims an axis fixes by an equation (`3 * C`), solved as the shim solves them
     (`mimir.dims.solve_dims`): the size less the offset must be a multiple of the scale
     (GPU040), and the quotient within the dim's constraints (GPU042). False: reported."""
@@ -171,7 +181,7 @@ def _solve(hc: HostChecker, kernel: str, seen: dict, binding: dict, node: ast.AS
     return True
 
 
-def _relations(hc: HostChecker, kernel: str, seen: dict, binding: dict) -> None:
+def _relations(hc: KernelCaller, kernel: str, seen: dict, binding: dict) -> None:
     """Each bound dim declared with a relation (`Dim("T", max=MAXT)`) keeps it, once the
     dims it names are bound too (GPU042), as the shim checks at the call."""
     dims = {d.name: d for ann, _, _, _ in seen.values() for s in ann.dims for d in _dims_of(s)}
@@ -201,7 +211,7 @@ def _result(ret: TensorAnnotation, binding: dict) -> TensorV:
     return TensorV(shape, dtype, "mimir")
 
 
-def _dim_constraints(hc: HostChecker, d: Dim, size: Sym, pname: str, kernel: str) -> None:
+def _dim_constraints(hc: KernelCaller, d: Dim, size: Sym, pname: str, kernel: str) -> None:
     conds = [size.term >= d.min]
     if d.max is not None:
         conds.append(size.term <= d.max)
@@ -230,7 +240,7 @@ def _substitute(d: Any, binding: dict) -> Any:
 
 
 def _report_at(
-    hc: HostChecker, src: ast.AST | None, node: ast.AST | None, err: RefutedError
+    hc: KernelCaller, src: ast.AST | None, node: ast.AST | None, err: RefutedError
 ) -> None:
     at = src if src is not None else node
     if at is not None:

@@ -19,10 +19,12 @@ its parameters bound by `param_value`:
 from __future__ import annotations
 
 import ast
+from functools import cache
 from typing import Any
 
 from mimir.diagnostics.diagnostic import Label, Span
 from mimir.host.assume import Path
+from mimir.host.configs import config_table, imported_config
 from mimir.host.flow import constant, decorator_name
 from mimir.host.stated import StatedCall, literal_call
 from mimir.host.values import (
@@ -33,6 +35,7 @@ from mimir.host.values import (
     FloatV,
     FuncV,
     IntV,
+    LayerV,
     NoneV,
     ObjectV,
     OptionalV,
@@ -72,6 +75,12 @@ class Modular:
         self._listed: dict[str, Any] = {}  # project root -> its files, for stated calls
         self._configs: dict[int, ObjectV] = {}
         self._stating: list[Label] = []  # labels of stated configurations met while building
+        self.overrides: dict[int, dict[str, Any]] = {}  # function -> parameters given to a probe
+        self.last_params: dict[str, Any] = {}  # what the last standalone run bound
+        self.captured: list[tuple[Any, ast.AST]] | None = None  # a probe's findings
+        self._imported_config: Any = False  # not looked for yet
+        self.recording: tuple[int, list[ObjectV]] | None = None  # class -> what builders made
+        self._also: dict[int, list[tuple[ObjectV, tuple[Label, ...], Path]]] = {}
 
     # ------------------------------------------------------------ orchestration
 
@@ -87,6 +96,13 @@ class Modular:
             return
         obj, stated = self.instance_of(cls)
         built = self._built.get(id(cls), Path())  # what __init__ asserted of the sizes
+        self._check_methods(cls, obj, stated, built)
+        for other, labels, path in self._also.get(id(cls), []):
+            self._check_methods(cls, other, labels, path)
+
+    def _check_methods(
+        self, cls: ast.ClassDef, obj: Any, stated: tuple[Label, ...], built: Path
+    ) -> None:
         for fn in cls.body:
             if not isinstance(fn, ast.FunctionDef) or fn.name == "__init__":
                 continue
@@ -96,7 +112,18 @@ class Modular:
             elif "classmethod" in kinds:
                 self.check_def(fn, ClassV(cls), ())
             elif isinstance(obj, ObjectV):
+                # each method from the instance `__init__` built: what one method assigns
+                # (`set_input_embeddings` replacing `self.wte`) is no state of another
+                built_attrs = dict(obj.attrs)
+                # what another method computes into an attribute (`build_pyramid` setting
+                # `self.corr_pyramid`) may be there first: not the placeholder __init__ set
+                later = _computed_elsewhere(cls, fn.name)
+                obj.attrs = {k: UNKNOWN if k in later else v for k, v in built_attrs.items()}
                 self.check_def(fn, obj, stated, built)
+                obj.attrs = dict(built_attrs)
+                if fn.name == "forward":
+                    self.probe_ranks(cls, fn, obj, stated, built)
+                    obj.attrs = dict(built_attrs)
 
     def check_def(
         self, fn: ast.FunctionDef, owner: Any, stated: tuple[Label, ...], start: Path | None = None
@@ -111,6 +138,73 @@ class Modular:
             self.path = Path()
             self.stated = ()
 
+    def probe_ranks(
+        self,
+        cls: ast.ClassDef,
+        fn: ast.FunctionDef,
+        obj: ObjectV,
+        stated: tuple[Label, ...],
+        built: Path,
+    ) -> None:
+        """`forward` of a module whose layers are all of one spatial kind (`Conv2d`,
+        `BatchNorm2d`, `MaxPool2d`, ...) takes a batch of that kind (4-d for 2-d layers)
+        or one item (3-d): its input has one of those ranks, when that agrees with what
+        the code already demanded of it (`x.mean((2, 3))` demands 4 dims or more). The
+        method is run again for each such rank; what it finds is reported only when it
+        fails for every one of them (then the batched form's findings), since a rank
+        under which it runs clean may be the one the module is meant for."""
+        params = [p.arg for p in [*fn.args.posonlyargs, *fn.args.args][1:]]
+        value = next(
+            (
+                self.last_params.get(p)
+                for p in params
+                if isinstance(self.last_params.get(p), TensorV)
+                and self.last_params[p].shape is None
+            ),
+            None,
+        )
+        if value is None:
+            return
+        name = next(p for p in params if self.last_params.get(p) is value)
+        if not _enters_spatially(fn, name, obj):
+            return  # reshaped or normalised before any spatial layer: its layers say nothing
+        ranks = _input_ranks(obj)
+        least = max(
+            len(value.tail), _rank_read(fn, name), *(len(t) for t in self._rank_evidence(value))
+        )
+        ranks = [r for r in ranks if r >= least and (value.max_rank or r) >= r]
+        if not ranks or self.steps > self.budget:
+            return
+        found: list[tuple[int, list[tuple[Any, ast.AST]]]] = []
+        outer = self.captured
+        for rank in sorted(ranks, reverse=True):  # the batched form first: it mostly runs clean
+            shape = tuple(self.free_size(f"{name}.shape[{k}]") for k in range(rank))
+            self.overrides[id(fn)] = {name: TensorV(shape, value.dtype, value.lib)}
+            self.captured = []
+            try:
+                self.check_def(fn, obj, stated, built)
+            finally:
+                self.overrides.pop(id(fn), None)
+                run, self.captured = self.captured, outer
+            if not run:
+                return  # it runs clean for some rank its layers take
+            found.append((rank, run))
+        rank, run = found[0]  # the batched form's findings
+        kinds = ", ".join(f"{r}-d" for r, _ in sorted(found))
+        why = (
+            f"the layers of `{cls.name}` take a {kinds} input, and `{fn.name}` fails for "
+            f"every such input (shown: {rank}-d)"
+        )
+        for err, node in run:
+            err.why = err.why or why
+            self.report(err, node)
+
+    def _rank_evidence(self, t: TensorV) -> list[list[Any]]:
+        """The first and last axes the code read of a tensor of unknown rank."""
+        if t.origin is None:
+            return []
+        return [self._heads.get(t.origin, []), self._tails.get(t.origin, [])]
+
     def instance_of(self, cls: ast.ClassDef) -> tuple[Any, tuple[Label, ...]]:
         """The instance every method of `cls` is checked on, and the labels of what it
         was built from (a stated configuration)."""
@@ -123,7 +217,13 @@ class Modular:
         self.path = Path()
         try:
             call = self._stated_call(cls)
-            if call is None:
+            built_by = [] if call is not None else self._builders_of(cls)
+            if built_by:
+                (obj, label, path), *more = built_by
+                self._stating.append(label)
+                self._also[key] = [(o, (lab,), p) for o, lab, p in more]
+                self.path = path
+            elif call is None:
                 # built from the signature's defaults: an assert of __init__ that they fail
                 # says the defaults are no configuration (`ws: int = 1` then `assert ws != 1`)
                 self.defaults_only += 1
@@ -131,6 +231,9 @@ class Modular:
                     obj = self.instantiate(ClassV(cls), None, {}, standalone=True)
                 finally:
                     self.defaults_only -= 1
+                built = self.path  # what __init__ asserted, kept past the flipped builds
+                self._also[key] = self._flipped(cls, obj)
+                self.path = built
             else:
                 args = [_literal(a) for a in call.args]
                 kwargs = {k: _literal(v) for k, v in call.kwargs}
@@ -145,6 +248,80 @@ class Modular:
         self._instances[key] = (obj, stated)
         return obj, stated
 
+    def _flipped(self, cls: ast.ClassDef, obj: Any) -> list[tuple[Any, tuple[Label, ...], Path]]:
+        """Instances built with a flag of `__init__` that defaults to False set True, when
+        only that setting builds a layer another method reads (T5's `compute_bias` reads
+        `self.relative_attention_bias`, built `if self.has_relative_attention_bias`) and
+        the module passes that flag a value other than False somewhere (`T5Stack` builds
+        its first layer with `has_relative_attention_bias=bool(i == 0)`): a configuration
+        the project builds, under which that method is checked too."""
+        if not isinstance(obj, ObjectV):
+            return []
+        out: list[tuple[Any, tuple[Label, ...], Path]] = []
+        init = next(
+            (f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None
+        )
+        if init is None:
+            return []
+        for flag, param in _flags_building(cls, init, obj):
+            if len(out) >= 2 or self.steps > self.budget or not _passed(self.info.tree, flag):
+                break
+            self.overrides[id(init)] = {flag: BoolV(True)}
+            self.path = Path()
+            try:
+                other = self.instantiate(ClassV(cls), None, {}, standalone=True)
+            finally:
+                self.overrides.pop(id(init), None)
+            span = self.src.span(param)
+            said = f"the sizes checked are those of `{cls.name}(..., {flag}=True)`"
+            out.append((other, (Label(span, said),), self.path))
+        self.path = Path()
+        return out
+
+    def _builders_of(self, cls: ast.ClassDef) -> list[tuple[ObjectV, Label, Path]]:
+        """Instances of `cls` that the module's builder functions make when called with
+        their defaults (`resnet50()` calls `_resnet(Bottleneck, [3, 4, 6, 3], ...)`, which
+        builds `ResNet(block, layers)`): each such call is a configuration the project
+        states. Only for a class whose `__init__` has parameters without a default; at
+        most `BUILDERS` of them, in source order."""
+        init = next(
+            (f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None
+        )
+        if init is None:
+            return []
+        a = init.args
+        positional = [*a.posonlyargs, *a.args][1:]
+        if len(positional) == len(a.defaults) and all(d is not None for d in a.kw_defaults):
+            return []
+        out: list[tuple[ObjectV, Label, Path]] = []
+        kinds: set[frozenset[str]] = set()
+        start = self.steps
+        for fn in _builders(self.local_info.tree, cls.name):
+            if len(out) >= BUILDERS or self.steps > self.budget:
+                break
+            if out and self.steps - start > BUILDER_STEPS:
+                break  # a network as large as Swin is checked under one configuration
+            passed = _classes_passed(fn, self.local_info.tree)
+            if passed in kinds:
+                continue  # `resnet34()` passes the block `resnet18()` did: one of them
+            kinds.add(passed)
+            made: list[ObjectV] = []
+            outer = self.recording
+            self.recording = (id(cls), made)
+            self.path = Path()
+            try:
+                self.call_function(FuncV(fn, None), None, [], {})
+            finally:
+                self.recording = outer
+            if made:
+                span = self.local_src.span(fn)
+                span = Span(span.path, span.line, span.column, span.line, span.column + 3)
+                text = f"{fn.name}()"
+                label = Label(span, f"the sizes checked are those of `{text}`")
+                out.append((made[0], label, self.path))
+        self.path = Path()
+        return out
+
     def _stated_call(self, cls: ast.ClassDef) -> StatedCall | None:
         """A literal call that builds `cls` in the project, when its `__init__` has
         parameters without a default (what the call states and nothing else does)."""
@@ -158,6 +335,9 @@ class Modular:
         required = len(positional) > len(a.defaults) or any(d is None for d in a.kw_defaults)
         if not required:
             return None
+        needed = positional[: len(positional) - len(a.defaults)]
+        if any(p.arg in CONFIG_NAMES for p in needed):
+            return None  # a configuration object is never written as a literal
         names = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
         accepts = None if a.kwarg is not None else names
         try:
@@ -192,10 +372,14 @@ class Modular:
                 return IntV(self.free_size(p.arg, lo=low), loose=annotation is None)
             return value
         value = self._annotated(annotation, p.arg, in_init)
+        if value is UNKNOWN and in_init and p.arg in CONFIG_NAMES and annotation is not None:
+            return self.imported_config_instance(p.arg)  # `config: T5Config`, imported
+        if value is UNKNOWN and not in_init and _tensor_in_tuple(annotation):
+            value = TensorV(None)  # transformers' `hidden_states: Optional[tuple[FloatTensor]]`
         if value is UNKNOWN and annotation is None:
             if in_init:
                 if p.arg in CONFIG_NAMES:
-                    return ConfigV(p.arg)
+                    return self.imported_config_instance(p.arg)
                 return IntV(self.free_size(p.arg), loose=True)
             value = TensorV(None)
         return OptionalV(value) if optional and value is not UNKNOWN else value
@@ -237,6 +421,28 @@ class Modular:
         ]
         return found[0] if len(found) == 1 else None
 
+    def imported_config_instance(self, name: str) -> ConfigV:
+        """`config` built from the defaults of the one configuration class the module
+        imports from its project (`mimir.host.configs`); else a configuration nobody
+        stated, every attribute a free size."""
+        if self._imported_config is False:
+            self._imported_config = imported_config(self.src.path, self.info.tree)
+            if self._imported_config is None:  # else a table of named configurations
+                self._imported_config = config_table(self.src.path, self.info.tree, CONFIG_NAMES)
+        found = self._imported_config
+        if found is None:
+            return ConfigV(name)
+        attrs = {k: constant(v) for k, v in found.defaults.items()}
+        attrs = {k: v for k, v in attrs.items() if v is not UNKNOWN}
+        if found.span is not None:
+            said = (
+                f"the sizes checked are those of the configuration {found.name}"
+                if found.name.startswith("'")
+                else f"the sizes checked are `{found.name}()`'s defaults"
+            )
+            self._stating.append(Label(found.span, said))
+        return ConfigV(name, attrs, dict(found.aliases))
+
     def config_instance(self, cls: ast.ClassDef) -> ObjectV:
         """The dataclass `cls` as its defaults state it; a field without one is a free size."""
         if id(cls) in self._configs:
@@ -258,6 +464,271 @@ class Modular:
                 Label(self.src.span(cls), f"the sizes checked are `{cls.name}()`'s defaults")
             )
         return obj
+
+
+# The spatial dims of the layers that say what rank their input has: 1-d layers take
+# (N, C, L) or (C, L), 2-d ones (N, C, H, W) or (C, H, W), 3-d ones one more.
+_SPATIAL = {
+    **{
+        f"{k}{d}d": d
+        for d in (1, 2, 3)
+        for k in (
+            "Conv",
+            "ConvTranspose",
+            "MaxPool",
+            "AvgPool",
+            "AdaptiveAvgPool",
+            "AdaptiveMaxPool",
+            "InstanceNorm",
+            "BatchNorm",
+            "LazyConv",
+            "ReflectionPad",
+            "ReplicationPad",
+            "ZeroPad",
+        )
+    },
+}
+_BATCHED = {"BatchNorm2d": 4, "BatchNorm3d": 5}  # these refuse an unbatched input
+
+
+# Configurations a class is checked under, from its builder functions: a second one (a
+# ResNet of bottlenecks after one of basic blocks) only where the first cost few steps.
+BUILDERS = 2
+BUILDER_STEPS = 600
+
+
+def _classes_passed(fn: ast.FunctionDef, tree: ast.Module) -> frozenset[str]:
+    """The module's classes `fn` passes as arguments (`Bottleneck` to `_resnet`): two
+    builders that pass the same ones build the same kind of model."""
+    local = {c.name for c in tree.body if isinstance(c, ast.ClassDef)}
+    return frozenset(
+        a.id
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Call)
+        for a in [*n.args, *(k.value for k in n.keywords)]
+        if isinstance(a, ast.Name) and a.id in local
+    )
+
+
+def _builders(tree: ast.Module, name: str) -> list[ast.FunctionDef]:
+    """The module's functions that every parameter of has a default (or `**kwargs`)
+    and that call `name(...)`, directly or through another function of the module."""
+    defs = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+    calls = {
+        f.name: {
+            n.func.id
+            for n in ast.walk(f)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        }
+        for f in defs.values()
+    }
+    builds = {f for f, called in calls.items() if name in called}
+    for _ in range(3):  # through helpers, a few levels
+        builds |= {f for f, called in calls.items() if called & builds}
+    out = []
+    for f in defs.values():
+        a = f.args
+        if (
+            f.name not in builds
+            or f.decorator_list
+            and any((decorator_name(d) or "").endswith("gpu") for d in f.decorator_list)
+        ):
+            continue
+        positional = [*a.posonlyargs, *a.args]
+        if len(positional) == len(a.defaults) and all(d is not None for d in a.kw_defaults):
+            out.append(f)
+    return out
+
+
+@cache
+def _computed_by(cls: ast.ClassDef) -> dict[str, frozenset[str]]:
+    """Each method's attributes it computes: `self.X = ...` or `self.X.append(...)` of a
+    value that is not one of its own parameters (a setter's `self.wte = value` is not)."""
+    out: dict[str, frozenset[str]] = {}
+    for fn in cls.body:
+        if not isinstance(fn, ast.FunctionDef) or fn.name == "__init__" or not fn.args.args:
+            continue
+        me = fn.args.args[0].arg
+        params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+        names: set[str] = set()
+        for n in ast.walk(fn):
+            targets: list[ast.expr] = []
+            value: ast.expr | None = None
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                value = n.value
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                if n.func.attr in ("append", "extend", "insert") and n.args:
+                    targets, value = [n.func.value], n.args[0]
+            if isinstance(value, ast.Name) and value.id in params:
+                continue
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name):
+                    if t.value.id == me:
+                        names.add(t.attr)
+        out[fn.name] = frozenset(names)
+    return out
+
+
+def _computed_elsewhere(cls: ast.ClassDef, name: str) -> frozenset[str]:
+    """The attributes methods of `cls` other than `name` compute (see `_computed_by`)."""
+    found: set[str] = set()
+    for method, names in _computed_by(cls).items():
+        if method != name:
+            found |= names
+    return frozenset(found)
+
+
+def _tensor_in_tuple(annotation: ast.expr | None) -> bool:
+    """`tuple[torch.FloatTensor]`: one tensor in a tuple, which the code uses as a tensor
+    (transformers annotates `hidden_states` so; a tuple would fail its first layer)."""
+    if not (isinstance(annotation, ast.Subscript) and isinstance(annotation.slice, ast.expr)):
+        return False
+    head = annotation.value
+    name = head.id if isinstance(head, ast.Name) else getattr(head, "attr", "")
+    inner = annotation.slice
+    leaf = inner.attr if isinstance(inner, ast.Attribute) else getattr(inner, "id", "")
+    return name in ("tuple", "Tuple") and leaf.endswith("Tensor")
+
+
+def _enters_spatially(fn: ast.FunctionDef, name: str, obj: ObjectV) -> bool:
+    """Whether the first call `fn` makes of its input `name` is a spatial layer of the
+    module (`self.conv1(x)`, a `Sequential` that starts with one) or a reduction over
+    named axes (`x.mean((2, 3))`): only then do the layers say what rank it has."""
+    calls = [
+        n
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Call)
+        and (
+            any(isinstance(a, ast.Name) and a.id == name for a in n.args)
+            or isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == name
+        )
+    ]
+    if not calls:
+        return False
+    first = min(calls, key=lambda n: (n.lineno, n.col_offset))
+    func = first.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        if func.value.id == name:
+            return func.attr in _BY_DIM and bool(first.args or first.keywords)
+        if func.value.id == "self":
+            layer = obj.attrs.get(func.attr)
+            while isinstance(layer, LayerV) and layer.kind == "Sequential" and layer.items:
+                layer = layer.items[0]
+            return isinstance(layer, LayerV) and layer.kind in _SPATIAL
+    return False
+
+
+def _input_ranks(obj: ObjectV) -> list[int]:
+    """The ranks the input of a module built as `obj` can have, by its layers: empty when
+    it holds no spatial layer or layers of two spatial kinds."""
+    dims: set[int] = set()
+    batched = False
+    seen: set[int] = set()
+
+    def visit(v: Any, depth: int) -> None:
+        nonlocal batched
+        if id(v) in seen or depth > 4:
+            return
+        seen.add(id(v))
+        if isinstance(v, LayerV):
+            if v.kind in _SPATIAL:
+                dims.add(_SPATIAL[v.kind])
+                batched = batched or v.kind in _BATCHED
+            for item in [*v.items, *v.named.values()]:
+                visit(item, depth + 1)
+        elif isinstance(v, ObjectV):
+            for item in v.attrs.values():
+                visit(item, depth + 1)
+            if v.layer is not None:
+                visit(v.layer, depth + 1)
+
+    for v in obj.attrs.values():
+        visit(v, 0)
+    if len(dims) != 1:
+        return []
+    d = dims.pop()
+    return [d + 2] if batched else [d + 1, d + 2]
+
+
+_BY_DIM = {
+    "mean", "sum", "amax", "amin", "max", "min", "std", "var", "norm", "softmax",
+    "log_softmax", "size", "transpose", "flatten", "unsqueeze", "squeeze", "chunk",
+    "split", "narrow", "cumsum", "prod", "argmax", "argmin", "logsumexp", "flip",
+}  # fmt: skip
+
+
+_STATES_RANK = 1 << 20  # more than any rank: the code says the rank itself, nothing is probed
+
+
+def _states_rank(n: ast.AST, name: str) -> bool:
+    """`b, c, h, w = x.shape`, `x.size()` unpacked, `x.permute(...)`, `x.dim()`, `x.ndim`:
+    the code states (or dispatches on) the rank of `name` itself, whatever its layers are
+    (a video's 5 dims folded into a `Conv2d`'s 4)."""
+
+    def of_name(e: ast.expr) -> bool:
+        if isinstance(e, ast.Attribute) and e.attr in ("shape", "ndim"):
+            return isinstance(e.value, ast.Name) and e.value.id == name
+        return (
+            isinstance(e, ast.Call)
+            and isinstance(e.func, ast.Attribute)
+            and e.func.attr in ("size", "dim", "ndimension", "permute")
+            and isinstance(e.func.value, ast.Name)
+            and e.func.value.id == name
+            and (e.func.attr != "size" or not e.args)
+        )
+
+    if isinstance(n, ast.Assign) and isinstance(n.targets[0], (ast.Tuple, ast.List)):
+        return of_name(n.value)
+    if isinstance(n, ast.Attribute) and n.attr == "ndim":
+        return of_name(n)
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+        return n.func.attr in ("dim", "ndimension", "permute") and of_name(n)
+    return False
+
+
+def _rank_read(fn: ast.FunctionDef, name: str) -> int:
+    """The least rank `fn`'s own reads of parameter `name` demand: `x.mean((2, 3))`,
+    `x.shape[3]`, `x.size(-4)` name an axis that must exist; `_STATES_RANK` when the code
+    states the rank itself (`_states_rank`)."""
+    least = 0
+
+    def axes(node: ast.expr | None) -> list[int]:
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List)) else [node]
+        out = []
+        for item in items:
+            if isinstance(item, ast.UnaryOp) and isinstance(item.op, ast.USub):
+                item = item.operand
+                if isinstance(item, ast.Constant) and type(item.value) is int:
+                    out.append(item.value)
+            elif isinstance(item, ast.Constant) and type(item.value) is int:
+                out.append(item.value + 1)
+        return out
+
+    for n in ast.walk(fn):
+        if _states_rank(n, name):
+            return _STATES_RANK
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == name
+            and n.func.attr in _BY_DIM
+        ):
+            read = [*(axes(a) for a in n.args[:1])]
+            read += [axes(k.value) for k in n.keywords if k.arg == "dim"]
+            least = max([least, *(x for r in read for x in r)])
+        elif (
+            isinstance(n, ast.Subscript)
+            and isinstance(n.value, ast.Attribute)
+            and n.value.attr == "shape"
+            and isinstance(n.value.value, ast.Name)
+            and n.value.value.id == name
+        ):
+            least = max([least, *axes(n.slice)])
+    return least
 
 
 def _literal(value: Any) -> Any:
@@ -304,3 +775,79 @@ def _attributes_read(fn: ast.FunctionDef, name: str) -> set[str]:
         for n in ast.walk(fn)
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name
     }
+
+
+def _flags_building(
+    cls: ast.ClassDef, init: ast.FunctionDef, obj: ObjectV
+) -> list[tuple[str, ast.arg]]:
+    """`__init__`'s parameters that default to False and guard (`if flag:` or `if
+    self.flag:` of `self.flag = flag`) the building of an attribute the instance built
+    from the defaults lacks and another method reads."""
+    a = init.args
+    positional = [*a.posonlyargs, *a.args][1:]
+    pairs = [
+        *zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True),
+        *((p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None),
+    ]
+    flags = {p.arg: p for p, d in pairs if isinstance(d, ast.Constant) and d.value is False}
+    if not flags:
+        return []
+    kept = {  # `self.has_bias = has_bias`
+        s.targets[0].attr: s.value.id
+        for s in ast.walk(init)
+        if isinstance(s, ast.Assign)
+        and len(s.targets) == 1
+        and isinstance(s.targets[0], ast.Attribute)
+        and isinstance(s.targets[0].value, ast.Name)
+        and s.targets[0].value.id == "self"
+        and isinstance(s.value, ast.Name)
+        and s.value.id in flags
+    }
+    read = {
+        n.attr
+        for fn in cls.body
+        if isinstance(fn, ast.FunctionDef) and fn.name != "__init__"
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.ctx, ast.Load)
+        and isinstance(n.value, ast.Name)
+        and n.value.id == "self"
+    }
+    out: list[tuple[str, ast.arg]] = []
+    for s in ast.walk(init):
+        if not isinstance(s, ast.If):
+            continue
+        t = s.test
+        flag = (
+            t.id
+            if isinstance(t, ast.Name) and t.id in flags
+            else kept.get(t.attr)
+            if isinstance(t, ast.Attribute)
+            and isinstance(t.value, ast.Name)
+            and t.value.id == "self"
+            else None
+        )
+        if flag is None or any(f == flag for f, _ in out):
+            continue
+        built = {
+            n.attr
+            for st in s.body
+            for n in ast.walk(st)
+            if isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name)
+            and n.value.id == "self"
+        }
+        if any(b in read and b not in obj.attrs for b in built):
+            out.append((flag, flags[flag]))
+    return out
+
+
+def _passed(tree: ast.Module, flag: str) -> bool:
+    """Whether a call of the module passes `flag=` a value other than the literal False."""
+    return any(
+        kw.arg == flag and not (isinstance(kw.value, ast.Constant) and kw.value.value is False)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        for kw in n.keywords
+    )

@@ -14,6 +14,7 @@ from typing import Any
 from mimir.host import nn_sequence, nn_spatial
 from mimir.host import torch_table as tt
 from mimir.host.rules import Ctx
+from mimir.host.symbolic import DEEP, term_size
 from mimir.host.values import (
     UNKNOWN,
     BoolV,
@@ -368,7 +369,12 @@ def _spatial(
     shift = arith("-", s, span)
     k = literal(shift)
     top = arith("-", padded, const(-k)) if k is not None and k < 0 else arith("+", padded, shift)
-    return arith("//", top, s)
+    out = arith("//", top, s)
+    if out is not None and out.value is None and term_size(out.term, DEEP + 1) > DEEP:
+        # fifty layers deep, the exact floor formula is too large to reason with: a size of
+        # its own, at least 1 (what the layers after it demand of it is assumed)
+        return cx.free_size(f"{axis_name}'")
+    return out
 
 
 def conv(cx: Ctx, layer: LayerV, t: TensorV, d: int) -> Any:

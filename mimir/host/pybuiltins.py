@@ -136,6 +136,10 @@ class PyBuiltins:
             if value is UNKNOWN and len(args) > 2:
                 return UNKNOWN
             return value
+        if name == "setattr" and len(args) == 3 and isinstance(args[0], ObjectV):
+            if isinstance(args[1], StrV) and args[1].value:  # `setattr(self, f"stage{i}", ...)`
+                args[0].attrs[args[1].value] = args[2]
+            return NoneV()
         if name == "print":
             return NoneV()
         return UNKNOWN
@@ -162,7 +166,10 @@ class PyBuiltins:
                 return False  # a size nobody stated is checked as the int it is read as
             if isinstance(value, IntV) and (value.loose or value.sym is None):
                 return None
+            # a class (`ACT2CLS["gelu"]`) or a library callable is no builtin container
             known = (IntV, FloatV, BoolV, StrV, TupleV, DictV, TensorV, NoneV, LayerV, ObjectV)
+            if isinstance(value, (ClassV, ApiV)) and name[9:] in ("tuple", "list", "dict"):
+                return False
             if not isinstance(value, known):
                 return None
             if isinstance(value, TupleV) and name[9:] in ("tuple", "list"):
@@ -273,6 +280,7 @@ class PyBuiltins:
         return UNKNOWN
 
     def config_attribute(self, config: ConfigV, name: str) -> Any:
+        name = config.aliases.get(name, name)
         if name not in config.attrs:
             config.attrs[name] = IntV(self.free_size(f"{config.name}.{name}"), loose=True)
         return config.attrs[name]

@@ -62,6 +62,11 @@ def literal_call(
     module = _dotted(Path(path).resolve(), root)
     here = os.path.abspath(path)
     mention = re.compile(rf"import[^\n]*\b{re.escape(name)}\b")
+    # a literal call's first argument is a literal, positional or by keyword: a file with
+    # no such call of `name` is not parsed
+    literal = re.compile(
+        rf"\b{re.escape(name)}\(\s*(?:\w+\s*=\s*)?(?:[-+.\d'\"(\[{{]|True\b|False\b|None\b)"
+    )
     parsed = 0
     key = str(root)
     if listed is None or key not in listed:
@@ -70,8 +75,9 @@ def literal_call(
             listed[key] = files
     else:
         files = listed[key]
-    for other, text in files:
-        if other == here or f"{name}(" not in text or not mention.search(text):
+    for k in _calling(files, name):
+        other, text = files[k]
+        if other == here or not mention.search(text) or not literal.search(text):
             continue
         if parsed >= _CANDIDATES:
             break
@@ -83,6 +89,21 @@ def literal_call(
         if found is not None:
             return found
     return None
+
+
+_CALLERS: list[Any] = [None, {}]  # the files tuple the table was made from, name -> indices
+
+
+def _calling(files: tuple[tuple[str, str], ...], name: str) -> list[int]:
+    """The indices of the files whose text calls `name(`, found once for each listing of
+    the project and each name (an unchanged project keeps its listing between checks)."""
+    if _CALLERS[0] is not files:
+        _CALLERS[:] = [files, {}]
+    table = _CALLERS[1]
+    if name not in table:
+        written = f"{name}("
+        table[name] = [k for k, (_, text) in enumerate(files) if written in text]
+    return table[name]
 
 
 _INDEX: dict[tuple[str, str], tuple[dict[str, list[ast.Call]], list[ast.ImportFrom]] | None] = {}
@@ -184,12 +205,15 @@ def _project_root(path: Path) -> Path:
 
 
 _TEXTS: dict[str, tuple[int, int, str]] = {}  # path -> (mtime_ns, size, text), per process
+_LISTINGS: dict[str, tuple[tuple, tuple[tuple[str, str], ...]]] = {}  # root -> (stats, files)
 
 
 def _project_files(root: str) -> tuple[tuple[str, str], ...]:
     """Every Python file of the project (bounded), with its text; a file is read again
-    only when its size or modification time changed."""
+    only when its size or modification time changed, and an unchanged project gives the
+    same tuple as before (so tables made from it, `_calling`, are kept)."""
     out: list[tuple[str, str]] = []
+    stats: list[tuple[str, int, int]] = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP and not d.startswith("."))
         for f in sorted(files):
@@ -206,8 +230,17 @@ def _project_files(root: str) -> tuple[tuple[str, str], ...]:
                         seen = (st.st_mtime_ns, st.st_size, handle.read())
                     _TEXTS[full] = seen
                 out.append((full, seen[2]))
+                stats.append((full, st.st_mtime_ns, st.st_size))
             except (OSError, UnicodeDecodeError):
                 continue
             if len(out) >= _MAX_FILES:
-                return tuple(out)
-    return tuple(out)
+                break
+        if len(out) >= _MAX_FILES:
+            break
+    signature = tuple(stats)
+    before = _LISTINGS.get(root)
+    if before is not None and before[0] == signature:
+        return before[1]
+    listing = tuple(out)
+    _LISTINGS[root] = (signature, listing)
+    return listing

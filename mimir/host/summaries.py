@@ -47,7 +47,11 @@ def fingerprint(v: Any, depth: int = 0) -> Any:
     if v is UNKNOWN:
         return "?"
     if isinstance(v, TensorV):
-        return ("T", _sizes(v.shape), v.dtype, v.lib, _sizes(v.tail))
+        # of unknown rank, a tensor's sizes are read off its origin as the callee goes (free
+        # sizes of their own): a summary made for one origin says nothing of another's (not
+        # last: a part whose last item is None has no key, see `HostChecker._summary_key`)
+        origin = v.origin if v.shape is None else None
+        return ("T", origin, _sizes(v.shape), v.dtype, v.lib, _sizes(v.tail))
     if isinstance(v, IntV):
         return ("I", None if v.sym is None else v.sym.term.get_id(), v.loose)
     if isinstance(v, BoolV):
@@ -120,6 +124,8 @@ def summarisable(fn: ast.FunctionDef) -> bool:
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
             if n.func.attr in _MUTATING:
                 return False
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr":
+            return False
         if isinstance(n, (ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom)):
             return False
     return True

@@ -36,7 +36,11 @@ SAT_RLIMIT = 20_000
 # Solver queries one file may ask about sizes nobody stated; past them nothing more is
 # assumed or reported (what is plainly true or false is still decided without a query).
 QUERIES = 300
+# Satisfiability queries the solver left undecided (each spends its whole resource limit)
+# after which a file asks no more of them: Swin's window sizes, products of remainders.
+SAT_UNKNOWNS = 16
 BIG_TERM = 80  # nodes of a condition past which it is not sent to the solver
+DEEP = 16  # nodes of a size term (a floor formula, a broadcast) past which it is a size of its own
 
 
 class Symbolic:
@@ -60,6 +64,7 @@ class Symbolic:
         self._low: dict[str, int] = {}  # free variable -> its lower bound
         self._vars: dict[str, Any] = {}  # free variable name -> its Z3 constant
         self.queries_left = QUERIES
+        self.sat_unknowns = 0
         self.stated = ()
 
     # ------------------------------------------------------------ symbols
@@ -172,6 +177,8 @@ class Symbolic:
         names = variables(cond)
         if z3.is_false(cond):
             raise RefutedError(code, message, labels=self.stated, why=NEVER)
+        if self._bounded(cond):
+            return  # `1 <= (h + 2 - 3)//2 + 1` of a size at least 1: its bounds say so
         if names & self.free:
             if self._plainly_satisfiable(cond):
                 self._assume(cond)
@@ -272,6 +279,48 @@ class Symbolic:
             return declared is not None and declared.low >= 1
         return False
 
+    def _bounded(self, cond: Any) -> bool:
+        """`k <= t` (or `t >= k`) where the least value of `t` by the lower bounds of its
+        free sizes is at least `k` (no query: a conv's output size after fifty layers)."""
+        if not (z3.is_le(cond) or z3.is_ge(cond)):
+            return False
+        lo, hi = cond.children() if z3.is_le(cond) else reversed(cond.children())
+        if not z3.is_int_value(lo):
+            return False
+        least = self._least(hi, 0)
+        return least is not None and least >= lo.as_long()
+
+    def _least(self, t: Any, depth: int) -> int | None:
+        """A lower bound of `t` from the free sizes' lower bounds (None: none found)."""
+        if depth > 40:
+            return None
+        if z3.is_int_value(t):
+            return t.as_long()
+        if _is_var(t):
+            return self._low.get(t.decl().name())
+        kids = t.children()
+        if z3.is_add(t):
+            parts = [self._least(k, depth + 1) for k in kids]
+            return None if None in parts else sum(parts)  # type: ignore[arg-type]
+        if z3.is_sub(t) and len(kids) == 2 and z3.is_int_value(kids[1]):
+            a = self._least(kids[0], depth + 1)
+            return None if a is None else a - kids[1].as_long()
+        if z3.is_mul(t):
+            parts = [self._least(k, depth + 1) for k in kids]
+            if None in parts or any(p < 0 for p in parts):  # type: ignore[operator]
+                return None
+            out = 1
+            for p in parts:
+                out *= p  # type: ignore[operator]
+            return out
+        if z3.is_idiv(t) and len(kids) == 2 and z3.is_int_value(kids[1]):
+            a, c = self._least(kids[0], depth + 1), kids[1].as_long()
+            return None if a is None or c <= 0 else a // c
+        if z3.is_app_of(t, z3.Z3_OP_ITE):
+            a, b = self._least(kids[1], depth + 1), self._least(kids[2], depth + 1)
+            return None if a is None or b is None else min(a, b)
+        return None
+
     def _plainly_satisfiable(self, cond: Any) -> bool:
         """`x == t` (or a disjunction with one) for a free `x` nothing constrains yet."""
         if z3.is_or(cond):
@@ -341,8 +390,12 @@ class Symbolic:
         (a bounded count, so a file's verdicts never depend on the machine's speed)."""
         if self.queries_left <= 0 or _size(cond, BIG_TERM + 1) > BIG_TERM:
             return z3.unknown  # a large nonlinear term: costly and rarely decided
+        if self.sat_unknowns >= SAT_UNKNOWNS:
+            return z3.unknown  # the file's sizes are past what the solver decides quickly
         self.queries_left -= 1
-        return self.prover.satisfiable(cond, self._context(cond), SAT_RLIMIT)
+        status = self.prover.satisfiable(cond, self._context(cond), SAT_RLIMIT)
+        self.sat_unknowns += status == z3.unknown
+        return status
 
     def _proven(self, cond: Any) -> bool:
         if self.queries_left <= 0:
@@ -382,10 +435,20 @@ def _shown(term: Any) -> str:
     return re.sub(r"#\d+", "", str(term)).replace("/", "//").replace("\n", " ")
 
 
+def term_size(term: Any, limit: int = 41) -> int:
+    """The number of nodes of a Z3 term, counted up to `limit`."""
+    return _size(term, limit)
+
+
 def _size(term: Any, limit: int = 41) -> int:
-    count, todo = 0, [term]
+    """Counted through Z3's C API (the Python wrappers of `children()` cost the most)."""
+    ctx = term.ctx_ref()
+    count, todo = 0, [term.as_ast()]
     while todo and count < limit:
-        t = todo.pop()
+        a = todo.pop()
         count += 1
-        todo.extend(t.children())
+        if z3.Z3_get_ast_kind(ctx, a) == z3.Z3_APP_AST:
+            app = z3.Z3_to_app(ctx, a)
+            n = z3.Z3_get_app_num_args(ctx, app)
+            todo.extend(z3.Z3_get_app_arg(ctx, app, k) for k in range(n))
     return count

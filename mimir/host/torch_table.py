@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mimir.host.rules import Ctx
+from mimir.host.symbolic import DEEP, term_size
 from mimir.host.values import (
     UNKNOWN,
     BoolV,
@@ -195,7 +196,11 @@ def _pair(cx: Ctx, a: Size, b: Size, shapes: tuple) -> Size:
         return a
     if a.value is None or b.value is None:
         # the size that is not 1: `b` unless it is 1 (both are when they are equal)
-        return Sym(z3.If(b.term == 1, a.term, b.term), a.text if b.value == 1 else b.text)
+        out = Sym(z3.If(b.term == 1, a.term, b.term), a.text if b.value == 1 else b.text)
+        if term_size(out.term, DEEP + 1) > DEEP:
+            # a residual sum after a sum, fifty blocks deep: a size of its own, at least 1
+            return cx.free_size(b.text or "size")
+        return out
     return a
 
 
@@ -255,6 +260,8 @@ def elementwise(cx: Ctx, *operands: Any, dtype: str | None = "promote") -> Any:
         last = o.last if isinstance(o, TensorV) else ()
         tails.append(tuple(last[len(last) - depth :]) if depth and len(last) > depth else last)
     tail = broadcast(cx, *tails) if depth else ()
+    if tail is not None:
+        tail = (*_sure_sizes(operands, len(tail)), *tail)
     origins = {t.origin for t in unknown}
     others = [o for o in operands if not (isinstance(o, TensorV) and o.shape is None)]
     keep = len(origins) == 1 and None not in origins and all(operand_shape(o) == () for o in others)
@@ -262,6 +269,22 @@ def elementwise(cx: Ctx, *operands: Any, dtype: str | None = "promote") -> Any:
     most = None if None in ranks else max(r for r in ranks if r is not None)
     origin = unknown[0].origin if keep else None
     return TensorV(None, dtype, lib, tuple(tail or ()), origin, most)
+
+
+def _sure_sizes(operands: tuple, depth: int) -> list[Size]:
+    """Sizes past the `depth` last axes every operand has, that any broadcast which
+    succeeds must give: where the operands that have that axis all give one literal size
+    (other than 1), so does the result, whatever an operand of unknown rank holds there
+    (its size there is that one or 1, or the broadcast fails)."""
+    lasts = [o.last for o in operands if isinstance(o, TensorV)]
+    out: list[Size] = []
+    for k in range(depth + 1, max((len(last) for last in lasts), default=0) + 1):
+        known = [literal(last[-k]) for last in lasts if len(last) >= k]
+        big = {n for n in known if n != 1}
+        if None in known or len(big) != 1:
+            break
+        out.append(const(big.pop()))
+    return out[::-1]
 
 
 # ---------------------------------------------------------------- linear algebra

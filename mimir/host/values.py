@@ -246,6 +246,7 @@ class ConfigV:
 
     name: str
     attrs: dict[str, Any] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)  # `attribute_map` of its class
 
 
 @dataclass(frozen=True)
@@ -263,6 +264,16 @@ class SpreadV:
     before: tuple[Any, ...]
     shape: ShapeOfV
     after: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class HeadV:
+    """`x.shape[:-k]` of a tensor of unknown rank, then the sizes `after` (`x.size()[:-1] +
+    (nf,)`): a shape whose last sizes are known, its rank not."""
+
+    tensor: TensorV
+    drop: int
+    after: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -384,6 +395,11 @@ def join(a: Any, b: Any, depth: int = 0) -> Any:
         return TupleV(tuple(join(x, y) for x, y in zip(a.items, b.items, strict=True)), a.is_list)
     if isinstance(a, BoolV) and isinstance(b, BoolV):
         return a if a.value == b.value else BoolV(None)
+    if isinstance(a, OptionalV) and isinstance(b, TensorV):
+        # `if x is None: x = f(...)`: a use sees the tensor either path gives
+        return OptionalV(join(a.value, b, depth))
+    if isinstance(b, OptionalV) and isinstance(a, TensorV):
+        return OptionalV(join(a, b.value, depth))
     return UNKNOWN
 
 

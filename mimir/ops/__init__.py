@@ -54,6 +54,12 @@ class OpSpec:
     - `join`: `concatenate((a, b, ...), axis)` / `stack((a, b, ...), axis)`
     - `argreduce`: `argmax` / `argmin` along one axis or all (int32, first index wins)
     - `moments`: `var` / `std` with `ddof`, two-pass (mean first) for stability
+    - `sort`: `sort` / `argsort` along one axis (`descending=False`), stable: equal keys
+      keep their order, a NaN sorts last ascending (NumPy) and first descending, and
+      -0.0 equals 0.0; `argsort` gives int32 indices
+    - `topk`: `topk(x, k, axis=-1, largest=True)`, the pair (values, int32 indices) of the
+      k largest (smallest) along an axis, 1 <= k <= its size; lowered by the graph builder
+      to a `sort` and an `argsort`, each cut to its first k
     """
 
     name: str
@@ -98,9 +104,15 @@ def _method(name: str, kind: str, rule: dr.DtypeRule, element=None) -> OpSpec:
     )
 
 
-def _function(name: str, kind: str, rule: dr.DtypeRule, element=None) -> OpSpec:
+def _function(name: str, kind: str, rule: dr.DtypeRule, element=None, **kw) -> OpSpec:
     return OpSpec(
-        name=name, kind=kind, spelling=f"{name}()", dtype_rule=rule, element=element, function=name
+        name=name,
+        kind=kind,
+        spelling=f"{name}()",
+        dtype_rule=rule,
+        element=element,
+        function=name,
+        **kw,
     )
 
 
@@ -172,6 +184,10 @@ TABLE: tuple[OpSpec, ...] = (
     _function("maximum", "elementwise", dr.same, nm.maximum),
     _function("minimum", "elementwise", dr.same, nm.minimum),
     _function("atan2", "elementwise", dr.floating, nm.atan2),
+    # counter-based random numbers (Philox4x32-10, as Triton's `tl.rand` / `tl.randn`):
+    # `rand(seed, offsets)` in [0, 1), `randn(seed, offsets)` standard normal, float32
+    _function("rand", "elementwise", dr.random, nm.rand, compute_in_common=True),
+    _function("randn", "elementwise", dr.random, nm.randn, compute_in_common=True),
     # gathers: `take_along_axis(x, idx, axis)` (and `x[idx]`, the `index` op on a tensor)
     _function("take_along_axis", "gather", dr.same),
     # index-level scatter: `atomic_add(out, index, value)` adds into one element atomically
@@ -187,6 +203,9 @@ TABLE: tuple[OpSpec, ...] = (
     _method("log_softmax", "softmax", dr.floating),
     _method("argmax", "argreduce", dr.ordered),
     _method("argmin", "argreduce", dr.ordered),
+    _method("sort", "sort", dr.sortable),
+    _method("argsort", "sort", dr.sort_indices),
+    _function("topk", "topk", dr.sortable),
     _method("var", "moments", dr.floating),
     _method("std", "moments", dr.floating),
     # linear algebra and layout
@@ -245,6 +264,9 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
     "log_softmax": ("axis",),
     "argmax": ("axis", "keepdims"),
     "argmin": ("axis", "keepdims"),
+    "sort": ("axis", "descending"),
+    "argsort": ("axis", "descending"),
+    "topk": ("x", "k", "axis", "largest"),
     "var": ("axis", "ddof", "keepdims"),
     "std": ("axis", "ddof", "keepdims"),
     "clip": ("lo", "hi"),

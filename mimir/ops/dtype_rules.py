@@ -159,6 +159,48 @@ def ordered(spelling: str, operands: Sequence[Operand]) -> DType:
     return int32
 
 
+SORTABLE = ("float32", "int32", "uint32")
+
+
+def sortable(spelling: str, operands: Sequence[Operand]) -> DType:
+    """`sort`: float32, int32 or uint32 keys (what every backend compares in a register
+    and keeps in workgroup memory); the result has the input's dtype."""
+    result = common(spelling, operands)
+    if result.name not in SORTABLE:
+        raise RuleError(
+            "GPU020",
+            f"`{spelling}` sorts float32, int32 or uint32, not {result.name}; convert with "
+            "`.astype(float32)` first",
+        )
+    return result
+
+
+def sort_indices(spelling: str, operands: Sequence[Operand]) -> DType:
+    """`argsort`: the keys as `sort` takes them; the result is an int32 index."""
+    sortable(spelling, operands)
+    return int32
+
+
+def random(spelling: str, operands: Sequence[Operand]) -> DType:
+    """`rand(seed, offsets)` / `randn(seed, offsets)`: an integer seed and integer offsets
+    (int32 or uint32, one common dtype, the Philox counter), a float32 result."""
+    seed, offsets = operands
+    for what, d in (("seed", seed), ("offsets", offsets)):
+        kind = (
+            d
+            if isinstance(d, str)
+            else ("int" if d.is_integer else "float" if d.is_float else "bool")
+        )
+        if kind != "int":
+            shown = d if isinstance(d, DType) else f"a Python {d}"
+            raise RuleError(
+                "GPU020",
+                f"the {what} of `{spelling}` must be an int32 or uint32 value, not {shown}",
+            )
+    common(spelling, operands)
+    return float32
+
+
 def iota(spelling: str, dtype: DType) -> DType:
     """`arange(n, dtype)`: numbers, not bools."""
     if dtype.is_bool:

@@ -258,6 +258,29 @@ def argreduce(kind: str, values: Values, shape: Shape, axes: Sequence[int], dtyp
     return out
 
 
+def sort_key(value: object, descending: bool) -> tuple:
+    """The order `sort` and `argsort` sort by, ties left to the position (a stable sort):
+    ascending, every number before a NaN (NumPy); descending, a NaN first, then the
+    numbers from the largest (PyTorch's `descending=True`). -0.0 equals 0.0."""
+    nan = value != value
+    if descending:
+        return (not nan, 0 if nan else -value)  # type: ignore[operator]
+    return (nan, 0 if nan else value)
+
+
+def sort(
+    kind: str, values: Values, shape: Shape, axis: int, descending: bool, dtype: DType
+) -> Values:
+    """`sort` (the values) or `argsort` (their int32 positions along `axis`), stable."""
+    groups, _ = _axis_groups(shape, (axis,))
+    out: list = [0] * len(values)
+    for group in groups:
+        order = sorted(range(len(group)), key=lambda p: sort_key(values[group[p]], descending))
+        for i, p in zip(group, order, strict=True):
+            out[i] = values[group[p]] if kind == "sort" else p
+    return out
+
+
 def moments(
     kind: str, values: Values, shape: Shape, axes: Sequence[int], ddof: int, out_dtype: DType
 ) -> Values:

@@ -415,3 +415,67 @@ def as_operand(value: Number, dtype: DType) -> Number:
     if dtype.is_integer:
         return int(value)
     return bool(value)
+
+
+# ---------------------------------------------------------------- counter-based random numbers
+# Philox4x32-10 (Salmon, Moraes, Dror and Shaw, "Parallel random numbers: as easy as 1, 2, 3",
+# SC 2011), with the constants of Random123 and cuRAND, used as Triton's `tl.rand`/`tl.randn`
+# use it: the counter is (offset, 0, 0, 0) and the key (seed's low word, seed's high word),
+# the seed sign-extended to 64 bits.
+PHILOX_ROUND_A = 0xD2511F53  # multiplier of counter word 0
+PHILOX_ROUND_B = 0xCD9E8D57  # multiplier of counter word 2
+PHILOX_KEY_A = 0x9E3779B9  # golden ratio, added to key word 0 after each round
+PHILOX_KEY_B = 0xBB67AE85  # sqrt(3) - 1, added to key word 1
+PHILOX_ROUNDS = 10
+# Triton's `uint_to_uniform_float` scale: the largest float32 whose product with the
+# largest 31-bit value rounds below 1.0.
+UNIFORM_SCALE = 4.6566127342e-10
+_M32 = 0xFFFFFFFF
+
+
+def philox4x32(
+    counter: Sequence[int], key: Sequence[int], rounds: int = PHILOX_ROUNDS
+) -> tuple[int, int, int, int]:
+    """Philox4x32 of a 4-word counter under a 2-word key (Random123's `philox4x32_R`)."""
+    c0, c1, c2, c3 = (c & _M32 for c in counter)
+    k0, k1 = (k & _M32 for k in key)
+    for _ in range(rounds):
+        p0, p2 = PHILOX_ROUND_A * c0, PHILOX_ROUND_B * c2
+        c0, c1, c2, c3 = (p2 >> 32) ^ c1 ^ k0, p2 & _M32, (p0 >> 32) ^ c3 ^ k1, p0 & _M32
+        k0, k1 = (k0 + PHILOX_KEY_A) & _M32, (k1 + PHILOX_KEY_B) & _M32
+    return c0, c1, c2, c3
+
+
+def _f32(x: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def _philox_words(seed: Number, offset: Number) -> tuple[int, int, int, int]:
+    seed = int(seed)
+    return philox4x32((int(offset), 0, 0, 0), (seed, _M32 if seed < 0 else 0))
+
+
+def uniform_float(bits: int) -> float:
+    """Triton's `uint_to_uniform_float` for 32 bits: the word read as int32, `-x - 1` where it
+    is negative (its bitwise not), converted to float32 (round to nearest even) and times
+    `UNIFORM_SCALE` in float32: a value in [0, 1)."""
+    x = bits & _M32
+    if x >= 0x80000000:
+        x ^= _M32
+    return _f32(_f32(float(x)) * _f32(UNIFORM_SCALE))
+
+
+def rand(seed: Number, offset: Number) -> float:
+    """Triton's `tl.rand(seed, offset)`: word 0 of Philox4x32-10 as a float32 in [0, 1)."""
+    return uniform_float(_philox_words(seed, offset)[0])
+
+
+def randn(seed: Number, offset: Number) -> float:
+    """Triton's `tl.randn(seed, offset)`: Box-Muller of words 0 and 1, each float32 op rounded
+    (`u1 = max(1e-7, u1)`, `r = sqrt(-2 log u1)`, `r * cos(2 pi u2)`)."""
+    w = _philox_words(seed, offset)
+    u1 = max(_f32(1.0e-7), uniform_float(w[0]))
+    u2 = uniform_float(w[1])
+    theta = _f32(_f32(6.283185307179586) * u2)
+    r = _f32(math.sqrt(_f32(-2.0 * _f32(math.log(u1)))))
+    return _f32(r * _f32(math.cos(theta)))

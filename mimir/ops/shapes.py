@@ -228,6 +228,22 @@ def along_axis(alg: Algebra, shape: Shape, axis: int, what: str) -> Shape:
     return tuple(shape)
 
 
+def topk(alg: Algebra, shape: Shape, k: Any, axis: int, what: str = "topk") -> Shape:
+    """`topk(x, k, axis)`: the shape with `axis` cut to k, which must be 1 to its size."""
+    if not shape:
+        alg.fail("GPU014", f"`{what}` needs a tensor of rank 1 or more, got a scalar")
+    a = normalize_axis(alg, axis, len(shape), what)
+    alg.require(alg.le(1, k), "GPU018", f"`{what}` takes k of at least 1, got k={{}}", k)
+    alg.require(
+        alg.le(k, shape[a]),
+        "GPU018",
+        f"`{what}` takes k={{}} of at most the size of axis {a}, {{}}",
+        k,
+        shape[a],
+    )
+    return (*shape[:a], k, *shape[a + 1 :])
+
+
 def scan(alg: Algebra, shape: Shape, axis: int | None, what: str) -> Shape:
     """`cumsum`/`cumprod`: the input's shape along an axis; `axis=None` scans the
     flattened tensor (NumPy), a rank-1 result of every element."""

@@ -468,6 +468,14 @@ class _Builder:
 
     def _Subscript(self, node: ast.Subscript) -> int:  # noqa: N802
         value = self.expr(node.value)
+        pair = self.out.graph.nodes[value]
+        k = int_literal(node.slice)
+        if (
+            pair["kind"] == "tuple"
+            and k is not None
+            and -len(pair["inputs"]) <= k < len(pair["inputs"])
+        ):  # `topk(x, 3)[1]`, `(a, b)[0]`: the element itself
+            return pair["inputs"][k]
         elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         inputs = [value]
         items: list[tuple] = []
@@ -507,6 +515,8 @@ class _Builder:
                 )
             if spec.kind == "einsum":
                 return _Einsum(self, node).build()
+            if spec.kind == "topk":
+                return self._topk(spec, node)
             return self._call_with(spec, node, [], "call")
         if isinstance(func, ast.Attribute):
             receiver = self.expr(func.value)
@@ -652,6 +662,59 @@ class _Builder:
             "method", node, [receiver], spec=spec, n_receiver=1, n_positional=0, keywords=[]
         )
 
+    def _topk(self, spec: ops.OpSpec, node: ast.Call) -> int:
+        """`topk(x, k, axis, largest)` built as what it means, after a check node (kind
+        `topk`, which owns the rule: a literal axis, 1 <= k <= its size) that every built
+        node names (`binds`): the pair `(x.sort(axis, descending=largest)[..., :k],
+        x.argsort(axis, descending=largest)[..., :k])`, the cut on `axis`."""
+        check = self._call_with(spec, node, [], "topk")
+        if self.out.graph.nodes[check]["kind"] != "topk":
+            return check  # a reported argument problem
+        given = {kw.arg: kw.value for kw in node.keywords}
+        given.update(zip(ops.PARAMETERS["topk"], node.args, strict=False))
+        if "x" not in given or "k" not in given:
+            return self.problem("GPU036", "`topk()` takes a tensor and `k`", node)
+        axis = -1 if "axis" not in given else self._static_int(given["axis"])
+        if axis is None:
+            return self.add("poison", node)  # the check node reports the axis
+        largest = given.get("largest")
+        if largest is not None and not (
+            isinstance(largest, ast.Constant) and isinstance(largest.value, bool)
+        ):
+            return self.add("poison", node)  # the check node reports it
+        check_node = self.out.graph.nodes[check]
+        inputs = dict(zip(check_node["keywords"], check_node["inputs"], strict=True))
+        self._binds.append(check)
+        try:
+            axis_node = self.add("const", node, value=axis)
+            down = self.add("const", node, value=True if largest is None else largest.value)
+            if axis >= 0:
+                items = [("slice", None, None)] * axis + [("slice", None, 1)]
+            else:
+                items = [("ellipsis",), ("slice", None, 1)] + [("slice", None, None)] * (-axis - 1)
+            cut = []
+            for name in ("sort", "argsort"):
+                whole = self.add(
+                    "method",
+                    node,
+                    [inputs["x"], axis_node, down],
+                    spec=ops.BY_METHOD[name],
+                    n_receiver=1,
+                    n_positional=0,
+                    keywords=["axis", "descending"],
+                )
+                cut.append(self.add("subscript", node, [whole, inputs["k"]], items=items))
+            return self.add("tuple", node, cut)
+        finally:
+            self._binds.pop()
+
+    def _argument(self, spec: ops.OpSpec, a: ast.expr) -> int:
+        """One argument's node: where an op takes a tuple of tensors (`concatenate`,
+        `stack`), a list literal is that tuple, as in NumPy; elsewhere a list is refused."""
+        if spec.kind == "join" and isinstance(a, ast.List):
+            return self.add("tuple", a, [self.expr(e) for e in a.elts])
+        return self.expr(a)
+
     def _call_with(self, spec: ops.OpSpec, node: ast.Call, inputs: list[int], kind: str) -> int:
         variadic = spec.name in ("reshape", "transpose")
         params = ops.PARAMETERS.get(spec.name, ())
@@ -660,7 +723,7 @@ class _Builder:
         if not variadic and spec.kind == "elementwise" and spec.method is None:
             params = tuple(f"arg{k}" for k in range(spec.arity))
         for k, a in enumerate(node.args):
-            value = self.expr(a)
+            value = self._argument(spec, a)
             if variadic:
                 positional.append(value)
             elif k < len(params):
@@ -674,7 +737,7 @@ class _Builder:
                 return self.problem(
                     "GPU036", f"`{spec.spelling}` has no keyword argument `{kw.arg}`", kw
                 )
-            args[kw.arg] = self.expr(kw.value)
+            args[kw.arg] = self._argument(spec, kw.value)
         names = list(args)
         return self.add(
             kind,

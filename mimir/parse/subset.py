@@ -61,7 +61,7 @@ _INDEX_LEVEL_ONLY: dict[type, str] = {
 
 _EXPRESSIONS: dict[type, str] = {
     ast.JoinedStr: "strings",
-    ast.List: "list literals (a tuple holds several tensors: `concatenate((a, b))`)",
+    ast.List: "list literals (other than the tensors of `concatenate([a, b])` and `stack`)",
     ast.Dict: "dict literals",
     ast.Set: "set literals",
     ast.ListComp: "comprehensions",
@@ -212,12 +212,35 @@ def _expression_violations(
             continue  # the one string a kernel holds: parsed statically (`mimir.ops.einsum`)
         if _is_gelu_literal(expr, child):
             continue  # `.gelu(approximate="none")`: a literal that picks the op
+        if isinstance(child, ast.keyword) and child.arg == "tensors":
+            child = child.value  # `stack(tensors=[a, b])`
+        if _is_joined_list(expr, child):
+            # `concatenate([a, b])`: the list is the tuple of tensors the join takes
+            for e in child.elts:  # type: ignore[attr-defined]
+                yield from _expression_violations(e, function_name, index_level)
+            continue
         if isinstance(child, ast.expr):
             yield from _expression_violations(child, function_name, index_level)
         else:  # slices in older ASTs, comprehension clauses, keywords
             for sub in ast.iter_child_nodes(child):
                 if isinstance(sub, ast.expr):
                     yield from _expression_violations(sub, function_name, index_level)
+
+
+_JOINS = ("concatenate", "stack")
+
+
+def _is_joined_list(call: ast.expr, child: ast.AST) -> bool:
+    """`child` is the list of tensors of a `concatenate`/`stack` call: its first positional
+    argument or its `tensors=` keyword. A list anywhere else stays refused."""
+    if not (isinstance(call, ast.Call) and isinstance(child, ast.List)):
+        return False
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    if name not in _JOINS:
+        return False
+    first = call.args[0] if call.args else None
+    return child is first or any(k.arg == "tensors" and k.value is child for k in call.keywords)
 
 
 def _expression_violation(

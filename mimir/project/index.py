@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
+from collections import deque
 from dataclasses import fields
 from pathlib import Path
 
@@ -49,10 +51,12 @@ class Project:
         self.overlay = {str(Path(p).resolve()): t for p, t in (overlay or {}).items()}
         self._texts: dict[Path, str | None] = {}
         self._trees: dict[Path, ast.Module | None] = {}
-        self._exports: dict[Path, ModuleInfo | None] = {}
+        # (module, the import statements read) -> what it exports
+        self._exports: dict[tuple[Path, frozenset[int] | None], ModuleInfo | None] = {}
+        self._reading: set[Path] = set()  # modules being read: an import cycle is cut there
         self._graph = nx.DiGraph()
         self._explored: set[Path] = set()
-        self._component: dict[Path, int] = {}
+        self._import_lists: dict[Path, list[Path]] = {}
         self._opaque: set[Path] = set()  # modules with a `*` import Mimir cannot see into
 
     # -- reading
@@ -69,11 +73,18 @@ class Project:
             self._texts[path] = text
         return self._texts[path]
 
+    def opaque(self, path: Path) -> bool:
+        """A module too large to read for what it may bring (transformers' 6,000-line
+        `modeling_utils`), unless it reads `mimir`: its names are taken on trust, unparsed,
+        as the host checker leaves such a module unrun."""
+        text = self.text(path)
+        return text is not None and text.count("\n") > OPAQUE_LINES and "mimir" not in text
+
     def tree(self, path: Path) -> ast.Module | None:
         path = path.resolve()
         if path not in self._trees:
             text = self.text(path)
-            shared = None if text is None else _parsed(str(path), text)
+            shared = None if text is None else parsed_once(str(path), text)
             if shared is not None and self._rewritten(path, shared):
                 shared = ast.parse(text or "", filename=str(path))  # its own, to rewrite
             self._trees[path] = shared
@@ -124,21 +135,15 @@ class Project:
 
     def _explore(self, start: Path) -> None:
         todo = [start.resolve()]
-        grew = False
         while todo:
             p = todo.pop()
             if p in self._explored:
                 continue
             self._explored.add(p)
             self._graph.add_node(p)
-            grew = True
-            for q in self.imports(p):
+            for q in self._imports_of(p):
                 self._graph.add_edge(p, q)
                 todo.append(q)
-        if grew:
-            for k, comp in enumerate(nx.strongly_connected_components(self._graph)):
-                for p in comp:
-                    self._component[p] = k
 
     def reachable(self, path: Path) -> set[Path]:
         """Every project module `path` imports, directly or through others (not itself)."""
@@ -147,14 +152,34 @@ class Project:
         return nx.descendants(self._graph, path)
 
     def cycle(self, importer: Path, imported: Path) -> list[Path] | None:
-        """The cycle `importer -> imported -> ... -> importer`, when the import closes one."""
+        """The cycle `importer -> imported -> ... -> importer`, when the import closes one
+        (the shortest way back). Only the modules `imported` reaches are read, not
+        everything the importer imports."""
         a, b = importer.resolve(), imported.resolve()
-        self._explore(a)
         if a == b:
             return [a, a]
-        if self._component.get(a) != self._component.get(b):
-            return None
-        return [a, *nx.shortest_path(self._graph, b, a)]
+        back: dict[Path, Path | None] = {b: None}
+        todo = deque([b])
+        while todo:
+            p = todo.popleft()
+            for q in self._imports_of(p):
+                if q in back:
+                    continue
+                back[q] = p
+                if q == a:
+                    way: list[Path] = []
+                    at: Path | None = a
+                    while at is not None:
+                        way.append(at)
+                        at = back[at]
+                    return [a, *reversed(way)]
+                todo.append(q)
+        return None
+
+    def _imports_of(self, path: Path) -> list[Path]:
+        if path not in self._import_lists:
+            self._import_lists[path] = self.imports(path)
+        return self._import_lists[path]
 
     def digest(self, path: Path) -> str:
         """A hash of the text of every project module `path` depends on."""
@@ -165,22 +190,38 @@ class Project:
 
     # -- what a module exports
 
-    def exports(self, path: Path) -> ModuleInfo | None:
-        """The imported module as read (with its own imports resolved); None if unreadable."""
+    def exports(self, path: Path, wanted: frozenset[str] | None = None) -> ModuleInfo | None:
+        """The imported module as read; None if unreadable, or if it is being read (an
+        import cycle: it brings nothing there, and `_Importer.reachable` reports a cycle
+        that hides facts). `wanted`: the names the importer asks for. Only the module's
+        own imports that can bind what those names and its module-level facts read are
+        followed (`_chosen`), so importing one name from a package whose `__init__`
+        imports everything reads the one module that defines it, not the package."""
         path = path.resolve()
-        if path not in self._exports:
-            self._exports[path] = None  # a cycle reaching here is cut (and reported) elsewhere
-            tree = self.tree(path)
-            if tree is not None:
+        tree = self.tree(path)
+        if tree is None:
+            return None
+        chosen = None if wanted is None else _chosen(tree, wanted)
+        key = (path, chosen)
+        if key not in self._exports:
+            if path in self._reading:
+                return None
+            self._reading.add(path)
+            try:
                 source = SourceFile(_shown(path), self.text(path) or "")
-                self._exports[path] = read_module(source, tree, self.resolver(path))
-        return self._exports[path]
+                self._exports[key] = read_module(source, tree, self.resolver(path, chosen))
+            finally:
+                self._reading.discard(path)
+        return self._exports[key]
 
-    def resolver(self, path: Path) -> ImportResolver:
+    def resolver(self, path: Path, chosen: frozenset[int] | None = None) -> ImportResolver:
+        """Resolves each import statement as `read_module` meets it (only those whose id is
+        in `chosen`, when given)."""
         importer = Path(path).resolve()
 
         def resolve(info: ModuleInfo, stmt: ast.Import | ast.ImportFrom) -> None:
-            _Importer(self, importer, info).statement(stmt)
+            if chosen is None or id(stmt) in chosen:
+                _Importer(self, importer, info).statement(stmt)
 
         return resolve
 
@@ -211,11 +252,14 @@ class _Importer:
             return False
         if target.path is None:
             return False
+        if not self.hides_facts(stmt, target.path):
+            # nothing Mimir reads is lost to a cycle: the import graph is not walked (a
+            # module read again while it is being read brings nothing, see `exports`)
+            return True
         cycle = self.project.cycle(self.importer, target.path)
         if cycle is not None:
-            if self.hides_facts(stmt, target.path):
-                names = " -> ".join(f"`{self.project.module_name(p)}`" for p in cycle)
-                self.problem("GPU080", f"import cycle: {names}", stmt)
+            names = " -> ".join(f"`{self.project.module_name(p)}`" for p in cycle)
+            self.problem("GPU080", f"import cycle: {names}", stmt)
             return False
         return True
 
@@ -256,7 +300,7 @@ class _Importer:
                 if self.reachable(stmt, t) and t.path is not None:
                     self.module_alias(alias.asname or alias.name, t.path)
             return
-        if module.external:
+        if module.external or (module.path is not None and self.project.opaque(module.path)):
             if any(a.name == "*" for a in stmt.names):
                 self.project._opaque.add(self.importer)
             return
@@ -264,8 +308,10 @@ class _Importer:
             if any(a.name == "*" for a in stmt.names):
                 self.project._opaque.add(self.importer)
             return
-        exports = self.project.exports(module.path)
-        if exports is None:  # its own check reports why (GPU001/GPU002)
+        wanted = frozenset(a.name for a in stmt.names if a.name != "*")
+        star = any(a.name == "*" for a in stmt.names)
+        exports = self.project.exports(module.path, None if star else wanted)
+        if exports is None:  # its own check reports why (GPU001/GPU002), or a cycle
             return
         for alias in stmt.names:
             if alias.name == "*":
@@ -293,9 +339,25 @@ class _Importer:
         `bring` binds an imported name, so annotations, kernels and host code read it
         as they read `from pkg.dims import N`.
         """
-        exports = self.project.exports(path)
-        if exports is not None:
-            _ModuleAttributes(self, prefix, exports).visit(self.info.tree)
+        # what the text reads of `prefix` first (a superset, found without walking the
+        # tree): a module none of whose names the importer can read is done with at once
+        written = _attributes_written(self.info.source.content, prefix)
+        exports = self.project.exports(path, written)
+        if exports is None or written.isdisjoint(exports.module_names):
+            return
+        used = _attributes_of(self.info.tree, prefix)
+        if used != written:
+            exports = self.project.exports(path, used)
+        if exports is None or used.isdisjoint(exports.module_names):
+            return
+        for parent, name, index, node in _attribute_sites(self.info.tree).get(prefix, ()):
+            local = f"{prefix}.{node.attr}"
+            if self.bring(exports, node.attr, local):
+                new = ast.copy_location(ast.Name(id=local, ctx=node.ctx), node)
+                if index is None:
+                    setattr(parent, name, new)
+                else:
+                    getattr(parent, name)[index] = new
 
     def bring(self, exports: ModuleInfo, name: str, local: str) -> bool:
         """Copy what `name` means in `exports` to `local` here; False when it is not bound.
@@ -345,20 +407,6 @@ class _Importer:
             self.bring(exports, name, name)
 
 
-class _ModuleAttributes(ast.NodeTransformer):
-    """Rewrites `prefix.NAME`, for a name the imported module binds, into one name."""
-
-    def __init__(self, importer: _Importer, prefix: str, exports: ModuleInfo) -> None:
-        self.importer, self.prefix, self.exports = importer, prefix, exports
-
-    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:  # noqa: N802
-        if dotted_name(node.value) == self.prefix:
-            local = f"{self.prefix}.{node.attr}"
-            if self.importer.bring(self.exports, node.attr, local):
-                return ast.copy_location(ast.Name(id=local, ctx=node.ctx), node)
-        return self.generic_visit(node)
-
-
 def _all_of(info: ModuleInfo) -> list[str] | None:
     """A literal `__all__ = [...]` of the module, when it has one."""
     for stmt in info.tree.body:
@@ -375,6 +423,18 @@ def _all_of(info: ModuleInfo) -> list[str] | None:
 
 def _binding_span(info: ModuleInfo, name: str) -> Span | None:
     """Where `name` is bound at the top of the module (its def or assignment target)."""
+    bound = getattr(info.tree, "_mimir_bound", None)
+    if bound is None:  # once per tree: each statement's top-level names
+        bound = set()
+        for stmt in info.tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(stmt.name)
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                bound |= {t.id for t in targets if isinstance(t, ast.Name)}
+        info.tree._mimir_bound = bound  # type: ignore[attr-defined]
+    if name not in bound:
+        return None
     for stmt in info.tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if stmt.name == name:
@@ -426,10 +486,79 @@ def _fact_names(tree: ast.Module) -> set[str]:
     return out
 
 
+_Site = tuple[ast.AST, str, "int | None", ast.Attribute]
+
+
+def _attribute_sites(tree: ast.Module) -> dict[str, list[_Site]]:
+    """Where `tree` reads an attribute of a dotted name, by that name: each `d.N` with its
+    parent, the parent's field and the index in it (to rewrite it in place). Made once per
+    tree: a module imported whole rewrites only these nodes, never walking the tree again."""
+    table = getattr(tree, "_mimir_attribute_sites", None)
+    if table is None:
+        table = {}
+        for parent in ast.walk(tree):
+            for name, value in ast.iter_fields(parent):
+                items = enumerate(value) if isinstance(value, list) else ((None, value),)
+                for index, node in items:
+                    if isinstance(node, ast.Attribute):
+                        base = dotted_name(node.value)
+                        if base is not None:
+                            table.setdefault(base, []).append((parent, name, index, node))
+        tree._mimir_attribute_sites = table  # type: ignore[attr-defined]
+    return table
+
+
+def _attributes_written(text: str, prefix: str) -> frozenset[str]:
+    """Each `N` the text has after `prefix.` (in code, comments or strings alike)."""
+    pattern = r"(?<![\w.])" + r"\s*\.\s*".join(map(re.escape, prefix.split("."))) + r"\s*\.\s*(\w+)"
+    return frozenset(re.findall(pattern, text))
+
+
+def _attributes_of(tree: ast.Module, prefix: str) -> frozenset[str]:
+    """The attributes `tree` reads of the dotted name `prefix` (`d.N` of `import pkg.dims as
+    d`)."""
+    return frozenset(site[3].attr for site in _attribute_sites(tree).get(prefix, ()))
+
+
+def _chosen(tree: ast.Module, wanted: frozenset[str]) -> frozenset[int] | None:
+    """The ids of the top-level imports of a module that can bind a name `wanted` asks
+    for or that one of its module-level assignments reads (a `Dim`, a size computed from
+    imported ones); None (every import) when the module holds a kernel, reads
+    `mimir`, or a wanted name is a function (a kernel may inline it, reading any name
+    of its module). A `*` import is always followed: what it binds is not written."""
+    needed = set(wanted)
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            if stmt.value is not None:
+                needed |= {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+        elif isinstance(stmt, ast.FunctionDef) and (
+            stmt.name in wanted
+            or any(
+                (dotted_name(d.func if isinstance(d, ast.Call) else d) or "").endswith("gpu")
+                for d in stmt.decorator_list
+            )
+        ):
+            return None
+        elif isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("mimir"):
+            return None
+    chosen: set[int] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom) and any(
+            a.name == "*" or (a.asname or a.name) in needed for a in stmt.names
+        ):
+            chosen.add(id(stmt))
+        elif isinstance(stmt, ast.Import) and any(
+            (a.asname or a.name).split(".")[0] in needed for a in stmt.names
+        ):
+            chosen.add(id(stmt))
+    return frozenset(chosen)
+
+
+OPAQUE_LINES = 1500  # see `Project.opaque` (the host's `foreign.MAX_LINES`)
 _PARSED: dict[tuple[str, str], ast.Module | None] = {}  # (path, text) -> tree, for this process
 
 
-def _parsed(path: str, text: str) -> ast.Module | None:
+def parsed_once(path: str, text: str) -> ast.Module | None:
     """A module's tree, parsed once per process for each text it has: every module of a
     package that imports its `__init__` walks the whole package, and parsing is most of
     that walk. A shared tree is only read (`Project.tree` gives a module whose reading

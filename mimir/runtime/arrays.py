@@ -14,8 +14,11 @@ this module: an array of theirs can only reach it when they are loaded, so
 it reads them from `sys.modules`.
 
 Layout (the manifest's): float32 `f`, float16 `e`, int32 `i`, uint32 `I`,
-bfloat16 as its 16 bits (a torch.bfloat16 tensor; NumPy has no such dtype), and
-bool_ as a 4-byte u32 holding 0 or 1 (a 1-byte bool array is widened here).
+bfloat16 as its 16 bits (a torch.bfloat16 tensor, or a NumPy `uint16` array of the bit
+patterns: NumPy has no bfloat16, so a uint16 array is read as bfloat16 bits and a
+bfloat16 result comes back as one), and bool_ as a 4-byte u32 holding 0 or 1 (a 1-byte
+bool array is widened here). A bfloat16 buffer on the device is a whole number of 32-bit
+words; `make_output` drops the padding.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ _FORMATS: dict[tuple[str, int], str | None] = {
     ("i", 4): "int32",
     ("I", 4): "uint32",
     ("?", 1): "bool_",
+    ("H", 2): "bfloat16",  # NumPy uint16: bfloat16 bit patterns (NumPy has no bfloat16)
 }
 # torch dtype -> (manifest dtype or None, struct code of its elements)
 _TORCH = {
@@ -63,10 +67,18 @@ _TORCH = {
     "torch.int8": (None, "b"),
     "torch.uint8": (None, "B"),
 }
-_NUMPY_OUT = {"float32": "<f4", "float16": "<f2", "int32": "<i4", "uint32": "<u4", "bool_": "<u4"}
+_NUMPY_OUT = {
+    "float32": "<f4",
+    "float16": "<f2",
+    "bfloat16": "<u2",  # the bit patterns
+    "int32": "<i4",
+    "uint32": "<u4",
+    "bool_": "<u4",
+}
 _TORCH_OUT = {
     "float32": "float32",
     "float16": "float16",
+    "bfloat16": "bfloat16",
     "int32": "int32",
     "uint32": "int32",  # viewed as int32 bits, then reinterpreted below
     "bool_": "int32",
@@ -158,6 +170,11 @@ def _read_torch(value: Any) -> ArrayArg:
 
 def make_output(kind: str, data: bytes | bytearray | memoryview, dtype: str, shape: tuple) -> Any:
     """An array of `kind` holding `data` (little-endian, manifest layout) with `shape`."""
+    if dtype == "bfloat16":  # whole 32-bit words on the device: drop an odd count's padding
+        count = 1
+        for s in shape:
+            count *= s
+        data = memoryview(data)[: 2 * count]
     if kind in ("torch", "torch-cuda"):
         torch = sys.modules["torch"]
         buffer = bytearray(data)
@@ -176,7 +193,7 @@ def make_output(kind: str, data: bytes | bytearray | memoryview, dtype: str, sha
         return out != 0 if dtype == "bool_" else out.copy()
     # No NumPy: a memoryview shaped like the output (float16 stays raw bytes: no format for it).
     view = memoryview(bytes(data))
-    code = {"float32": "f", "int32": "i", "uint32": "I", "bool_": "I"}.get(dtype)
+    code = {"float32": "f", "int32": "i", "uint32": "I", "bool_": "I", "bfloat16": "H"}.get(dtype)
     if code is None:
         return view
     return view.cast(code, shape) if 0 not in shape and shape else view.cast(code)

@@ -223,7 +223,7 @@ class PtxProgram:
         for buf in self.manifest["buffers"]:
             name = buf["name"]
             count = mf.numel(mf.buffer_shape(buf, dims))
-            nbytes = count * mf.buffer_element_size(buf, "ptx")
+            nbytes = mf.buffer_bytes(buf, count, "ptx")
             ptr = ctypes.c_uint64()
             _check(self.lib.cuMemAlloc_v2(ctypes.byref(ptr), max(nbytes, 4)), "cuMemAlloc")
             self.pointers[name], self.counts[name] = ptr, count
@@ -282,7 +282,7 @@ class PtxProgram:
             if buf["role"] not in mf.RESULTS:
                 continue
             name, count = buf["name"], self.counts[buf["name"]]
-            nbytes = count * mf.buffer_element_size(buf, "ptx")
+            nbytes = mf.buffer_bytes(buf, count, "ptx")
             host = ctypes.create_string_buffer(max(nbytes, 1))
             dst = ctypes.cast(host, ctypes.c_void_p)
             _check(self.lib.cuMemcpyDtoH_v2(dst, self.pointers[name], nbytes), "cuMemcpyDtoH")

@@ -469,7 +469,7 @@ def _run_grid_vectorised(kernel: Any, bound: Any) -> None:
 
     np = _np()
     run = _Vectorised(np)
-    if not isinstance(kernel.grid, tuple) or not 1 <= len(kernel.grid) <= 3:
+    if not isinstance(kernel.grid, tuple) or not kernel.grid:
         raise _UnsupportedError("a bad grid")
     sizes = [int(resolve(g)) for g in kernel.grid]
     rank = len(sizes)

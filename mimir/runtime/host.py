@@ -146,9 +146,15 @@ class HostKernel:
             except ArrayError as err:
                 raise HostError("GPU040", f"argument `{name}`: {err}") from None
             if arg.dtype != buf["dtype"]:
+                hint = (
+                    " (NumPy has no bfloat16: pass the bit patterns as a uint16 array, or a "
+                    "torch.bfloat16 tensor)"
+                    if buf["dtype"] == "bfloat16" and arg.kind in ("numpy", "buffer")
+                    else ""
+                )
                 raise HostError(
                     "GPU041",
-                    f"argument `{name}` has dtype {arg.dtype_name}, expected {buf['dtype']}",
+                    f"argument `{name}` has dtype {arg.dtype_name}, expected {buf['dtype']}{hint}",
                 )
             if buf["role"] == "inout" and not _writable(given[name]):
                 raise HostError(

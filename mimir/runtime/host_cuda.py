@@ -92,7 +92,7 @@ class CudaRunner:
         for buf in self.manifest["buffers"]:
             name, role = buf["name"], buf["role"]
             shape = mf.buffer_shape(buf, dims)
-            nbytes = mf.numel(shape) * mf.buffer_element_size(buf, "ptx")
+            nbytes = mf.buffer_bytes(buf, mf.numel(shape), "ptx")
             arg = arrays.get(name)
             if arg is not None and arg.kind == "torch-cuda":
                 misaligned = name in vector and arg.device_ptr % 16 != 0
@@ -170,7 +170,7 @@ class CudaRunner:
             if buf["role"] not in mf.RESULTS:
                 continue
             shape = mf.buffer_shape(buf, dims)
-            nbytes = mf.numel(shape) * mf.buffer_element_size(buf, "ptx")
+            nbytes = mf.buffer_bytes(buf, mf.numel(shape), "ptx")
             host = ctypes.create_string_buffer(max(nbytes, 1))
             dst = ctypes.cast(host, ctypes.c_void_p)
             src = pointers[buf["name"]]

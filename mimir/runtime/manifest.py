@@ -34,6 +34,7 @@ from mimir.runtime.errors import ManifestError
 __all__ = [
     "FORMAT",
     "ManifestError",
+    "buffer_bytes",
     "buffer_shape",
     "check_dims",
     "decode",
@@ -77,6 +78,14 @@ def buffer_element_size(buffer: Mapping[str, Any], backend: str = "wgsl") -> int
     """Bytes per element of a manifest buffer entry (an `element_size` there, which the
     contract allows only when it agrees with the dtype, changes nothing)."""
     return element_size(buffer["dtype"], backend)
+
+
+def buffer_bytes(buffer: Mapping[str, Any], count: int, backend: str = "wgsl") -> int:
+    """Bytes a host allocates for `count` elements of a manifest buffer entry: a bfloat16
+    buffer is a whole number of 32-bit words (its kernels read and write two elements at
+    a time), so an odd count takes one more element of padding."""
+    nbytes = count * buffer_element_size(buffer, backend)
+    return nbytes + nbytes % 4 if buffer["dtype"] == "bfloat16" else nbytes
 
 
 def buffer_shape(buffer: Mapping[str, Any], dims: Mapping[str, int]) -> tuple[int, ...]:

@@ -486,12 +486,30 @@ def _is_variable(term: z3.ExprRef) -> bool:
     return z3.is_const(term) and term.decl().kind() == z3.Z3_OP_UNINTERPRETED
 
 
-def _variables(term: z3.ExprRef) -> set[str]:
-    """The names of the uninterpreted constants in `term`.
+# (context, term id) -> (the term, kept alive so that Z3 never gives its id to another,
+# its variables): host code asks about the same assumptions at every query of a path
+_VARIABLES: dict[tuple[int, int], tuple[z3.ExprRef, frozenset[str]]] = {}
 
-    Walks Z3's own AST through the C API: the Python wrappers `children()` builds cost more
-    than the rest of a typical query (the borrowed pointers live as long as `term`).
-    """
+
+def _variables(term: z3.ExprRef) -> set[str]:
+    """The names of the uninterpreted constants in `term` (a new set: callers add to it)."""
+    return set(variable_names(term))
+
+
+def variable_names(term: z3.ExprRef) -> frozenset[str]:
+    """The names of the uninterpreted constants in `term`, found once per term."""
+    key = (id(term.ctx), term.get_id())
+    found = _VARIABLES.get(key)
+    if found is None:
+        if len(_VARIABLES) > 100_000:
+            _VARIABLES.clear()
+        found = _VARIABLES[key] = (term, frozenset(_walk_variables(term)))
+    return found[1]
+
+
+def _walk_variables(term: z3.ExprRef) -> set[str]:
+    """Walks Z3's own AST through the C API: the Python wrappers `children()` builds cost
+    more than the rest of a typical query (the borrowed pointers live as long as `term`)."""
     ctx = term.ctx_ref()
     out: set[str] = set()
     todo = [term.as_ast()]

@@ -29,11 +29,12 @@ TENSOR_OPS = (
     "bitand", "bitor", "bitxor", "lshift", "rshift", "lt", "le", "gt", "ge", "eq", "ne",
     "neg", "invert", "relu", "abs", "sigmoid", "tanh", "gelu", "gelu_erf", "exp", "log", "sqrt",
     "rsqrt", "sin", "cos", "cosh", "sinh", "atan", "erf", "erfc", "log1p", "expm1", "clip",
-    "astype", "where", "maximum", "minimum", "atan2",
+    "astype", "where", "maximum", "minimum", "atan2", "rand", "randn",
     "sum", "mean", "max", "min", "cumsum", "cumprod", "softmax", "log_softmax",
     "matmul", "einsum", "reshape", "transpose", "T", "index", "shape", "zeros", "ones", "full",
     "math_sqrt", "math_exp", "math_log", "math_sin", "math_cos", "take_along_axis",
     "arange", "tril", "triu", "concatenate", "stack", "argmax", "argmin", "var", "std",
+    "sort", "argsort", "topk",
 )  # fmt: skip
 # Ops of the table that only index-level kernels hold (fuzzed through fixtures, not here).
 INDEX_LEVEL_OPS = ("atomic_add",)
@@ -263,6 +264,11 @@ def _apply_op(b: _Builder, op: str, v: _Val) -> _Val:
         v = _numeric(b, v, FLOATS)
         other = _partner(b, v, v.dtype)
         return _Val(f"atan2({v.expr}, {other.expr})", _broadcast(v.shape, other.shape), v.dtype)
+
+    if op in ("rand", "randn"):  # Philox of int offsets under a literal seed: float32
+        b.imports.update({op, "float32"})
+        v = _numeric(b, v, INTS)
+        return _Val(f"{op}({draw(st.integers(0, 99))}, {v.expr})", v.shape, "float32")
     if op in ("maximum", "minimum"):
         b.imports.add(op)
         if v.dtype == "bool_":
@@ -460,6 +466,29 @@ def _apply_new_op(b: _Builder, op: str, v: _Val) -> _Val:
         axis = draw(st.integers(0, rank - 1))
         shape = tuple(s for i, s in enumerate(v.shape) if i != axis)
         return _Val(f"{_paren(v.expr)}.{op}(axis={axis - rank})", shape, "int32")
+    if op in ("sort", "argsort"):
+        # (an axis without a `max=` of at most 2048 is a loud refusal, GPU071)
+        if not v.shape:
+            return v
+        v = _numeric(b, v, ("float32", "int32", "uint32"))
+        axis = draw(st.integers(-rank, rank - 1))
+        descending = draw(st.booleans())
+        dtype = "int32" if op == "argsort" else v.dtype
+        b.imports.add(dtype)
+        text = f"{_paren(v.expr)}.{op}(axis={axis}, descending={descending})"
+        return _Val(text, v.shape, dtype)
+    if op == "topk":  # the first of the pair, or the second; k = 1 fits every axis
+        if not v.shape:
+            return v
+        v = _numeric(b, v, ("float32", "int32", "uint32"))
+        b.imports.add("topk")
+        axis = draw(st.integers(-rank, rank - 1))
+        which = draw(st.integers(0, 1))
+        shape = tuple("1" if i == axis % rank else s for i, s in enumerate(v.shape))
+        dtype = "int32" if which else v.dtype
+        b.imports.add(dtype)
+        largest = draw(st.booleans())
+        return _Val(f"topk({v.expr}, 1, axis={axis}, largest={largest})[{which}]", shape, dtype)
     if op in ("var", "std"):
         v = _numeric(b, v, FLOATS)
         axis = draw(st.integers(0, rank - 1))

@@ -152,7 +152,7 @@ def run_msl_manifest(
             if buf["role"] in ("input", "inout"):
                 data = mf.encode(values[buf["name"]], buf["dtype"])
             else:
-                data = bytes(count * mf.buffer_element_size(buf, "msl"))
+                data = bytes(mf.buffer_bytes(buf, count, "msl"))
             (work / f"b{i}.bin").write_bytes(data)
         (work / "uniform.bin").write_bytes(mf.pack_uniform(manifest, dims, scalars) or b"")
         counts = [mf.workgroup_counts(k, dims) for k in manifest["kernels"]]

@@ -97,6 +97,7 @@ _ALU: dict[str, Callable[..., Any]] = {
     "sub.u32": lambda a, b: (a - b) & M32,
     "mul.lo.s32": lambda a, b: (a * b) & M32,
     "mul.lo.u32": lambda a, b: (a * b) & M32,
+    "mul.hi.u32": lambda a, b: (a * b) >> 32,
     "mad.lo.u32": lambda a, b, c: (a * b + c) & M32,
     "div.u32": lambda a, b: a // b if b else M32,
     "rem.u32": lambda a, b: a % b if b else a,
@@ -883,7 +884,7 @@ def run_ptx_manifest_cpu(
     regions = []
     for k, buf in enumerate(manifest["buffers"]):
         count = mf.numel(mf.buffer_shape(buf, dims))
-        nbytes = count * mf.buffer_element_size(buf, "ptx")
+        nbytes = mf.buffer_bytes(buf, count, "ptx")
         if buf["role"] in ("input", "inout"):
             data = bytearray(mf.encode(values[buf["name"]], buf["dtype"]))
         elif kept is not None and buf["role"] == "scratch" and buf["name"] in kept:

@@ -282,6 +282,19 @@ static int read_inputs(host_run *run, const char *host_name) {
             fprintf(stderr, "%s: error: cannot read `%s`: %s\n", host_name, run->files[b], strerror(errno));
             return 2;
         }
+        if ((int64_t)size == buf->count * buf->element_size && (int64_t)size < buf->bytes) {
+            /* bfloat16, an odd count: the file holds the values, the device a whole last word */
+            uint8_t *whole = realloc(data, (size_t)buf->bytes);
+            if (!whole) {
+                free(data);
+                fprintf(stderr, "%s: error: no memory for the %lld bytes of buffer `%s`\n", host_name,
+                        (long long)buf->bytes, buf->name);
+                return 2;
+            }
+            memset(whole + size, 0, (size_t)buf->bytes - size);
+            data = whole;
+            size = (size_t)buf->bytes;
+        }
         run->host[b] = data;
         if ((int64_t)size != buf->bytes) {
             fprintf(stderr, "%s: error: [GPU040] input `%s` has %zu bytes; its %lld %s values need %lld\n",
@@ -377,7 +390,8 @@ int host_finish(host_run *run) {
             char path[4096];
             /* buf->name is an identifier (manifest_load refused any other): no `/`, no `..` */
             snprintf(path, sizeof path, "%s/%s.bin", run->output_dir, buf->name);
-            if (!write_file(path, run->host[b], (size_t)buf->bytes)) {
+            /* the values only: a bfloat16 buffer's padding to a whole word stays on the device */
+            if (!write_file(path, run->host[b], (size_t)(buf->count * buf->element_size))) {
                 fprintf(stderr, "error: cannot write `%s`: %s\n", path, strerror(errno));
                 return 1;
             }

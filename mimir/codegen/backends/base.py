@@ -55,7 +55,7 @@ from mimir.codegen.ir import (
     lower_vectors,
     walk_statements,
 )
-from mimir.codegen.lower import with_reduced_trig
+from mimir.codegen.lower import with_exact_half, with_helpers_for, with_reduced_trig
 
 _ARITH = ("+", "-", "*", "/", "%")
 _BITWISE = ("<<", ">>", "&", "|", "^")
@@ -172,6 +172,13 @@ class Backend:
     # Whether the builtin sin and cos hold for every argument. Where they are specified
     # on [-pi, pi] only (WGSL, SPIR-V), `adapt` calls the `mimir_trig` helper instead.
     full_range_trig = True
+    # Whether the f32 -> f16 conversion rounds to nearest even (PTX `cvt.rn.f16.f32`,
+    # MSL's `half()`). Where the specification leaves it to the implementation (WGSL,
+    # Vulkan SPIR-V), `adapt` rounds with the `mimir_round_f16` helper first.
+    nearest_even_half = True
+    # IR intrinsics the target has no instruction for, each called as the IR helper that
+    # computes it (`mulhi` from 16-bit halves on WGSL)
+    emulated: dict[str, str] = {}
 
     def __init__(self, math: str = "fast") -> None:
         # `--math fast|precise`: how PTX lowers exp, log, tanh, sigmoid and gelu (the
@@ -183,8 +190,14 @@ class Backend:
 
     def adapt(self, kernel: Kernel) -> Kernel:
         """The kernel as this backend prints it: f32 sin and cos by `with_reduced_trig`
-        unless the target's builtins hold for every argument."""
-        return kernel if self.full_range_trig else with_reduced_trig(kernel)
+        unless the target's builtins hold for every argument, f32 -> f16 conversions
+        rounded by `with_exact_half` unless the target's round to nearest even, and the
+        intrinsics it has no instruction for as helpers (`emulated`)."""
+        if self.emulated:
+            kernel = with_helpers_for(kernel, self.emulated)
+        if not self.full_range_trig:
+            kernel = with_reduced_trig(kernel)
+        return kernel if self.nearest_even_half else with_exact_half(kernel)
 
     def check(self, kernel: Kernel) -> str | None:
         """Why this backend cannot emit `kernel`, or None."""

@@ -97,6 +97,7 @@ class MSL(Backend):
         "abs": "abs({0})",
         "pow": "pow({0}, {1})",
         "fma": "fma({0}, {1}, {2})",
+        "mulhi": "mulhi({0}, {1})",
         "min": "min({0}, {1})",
         "max": "max({0}, {1})",
         "isnan": "((as_type<uint>({0}) & 0x7fffffffu) > 0x7f800000u)",

@@ -100,6 +100,8 @@ class WGSL(Backend):
     }
     barrier = "workgroupBarrier();"
     full_range_trig = False  # WGSL's sin/cos: 2^-11 absolute on [-pi, pi] only
+    nearest_even_half = False  # f32 -> f16 may round either way (and near 65504 to inf)
+    emulated = {"mulhi": "mimir_mulhi_u32"}  # WGSL has no high-half multiply
 
     def literal(self, c: Const) -> tuple[str, int]:
         v, t = c.value, c.type

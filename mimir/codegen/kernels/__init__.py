@@ -6,7 +6,7 @@ each kind's module opens with its thread layout and when the scheduler picks it:
 - `ew`: `elementwise` (four elements a thread with 128-bit accesses: `vectorized`);
 - `matmul`: `matmul`; `narrow`: `narrow`; `attention` and `scores_softmax`: `attention`;
 - `partial` and `reduce`: `reduce`; `moments`: `moments`; `argreduce`: `argreduce`;
-- `softmax`: `softmax`; `row`: `rows`; `scan`: `scan`;
+- `softmax`: `softmax`; `row`: `rows`; `scan`: `scan`; `sort`: `sort`;
 - an index-level function (`@gpu(grid=...)`) is one launch of its own: `index_level`.
 
 What they share, which imports no kind module: `context` (the `KernelContext` each builder
@@ -52,6 +52,7 @@ from mimir.codegen.kernels import (
     rows,
     scan,
     softmax,
+    sort,
 )
 from mimir.codegen.kernels.context import Built, KernelContext
 from mimir.codegen.schedule.plan import PlanKind, Rooted, Schedule
@@ -85,6 +86,7 @@ BUILDERS: dict[PlanKind, Builder] = {
     PlanKind.ARGREDUCE: argreduce.build,
     PlanKind.SOFTMAX: softmax.build,
     PlanKind.SCAN: scan.build,
+    PlanKind.SORT: sort.build,
     PlanKind.ROW: rows.build,
 }
 

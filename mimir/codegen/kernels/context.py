@@ -49,6 +49,8 @@ class KernelContext:
         )
         readable = {n: b for n, b in s.node_buffers.items() if n not in written}
         self.ev = Evaluator(s.kernel, self.body, readable)
+        # a bfloat16 value in a float32 buffer is read as float32 (`schedule.packing`)
+        self.ev.wide = {b.name for b in s.buffers if b.dtype == float32}
         self.shared: list[SharedArray] = []
         self.dims = {d.name: d for d in s.dims}
         # guards not emitted because a size is proven a multiple of a tile: (guard, proof)

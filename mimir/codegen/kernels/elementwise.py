@@ -5,7 +5,9 @@ and stores, where that is proven sound (`vectorized`); else one element a thread
 by `index < numel` (`scalar`). A launch that computes a product by a small matrix
 (`schedule.roots.small_matmul`) and writes short literal rows gives each thread a whole
 row instead (`by_rows`); an in-place `x = f(x, x.T)` of a square x gives each thread an
-element and its mirror image (`mirrored`, `Elementwise.mirror`).
+element and its mirror image (`mirrored`, `Elementwise.mirror`). A packing copy of a
+bfloat16 result gives each thread one u32 word, two elements (`packed`,
+`Elementwise.pack`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import contextlib
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Idx, ibin, size_ir, u32
-from mimir.codegen.ir import Binary, Builtin, Stmt, Store
+from mimir.codegen.ir import Binary, Builtin, Const, Stmt, Store
 from mimir.codegen.kernels import vectorized
 from mimir.codegen.kernels.context import Built, KernelContext
 from mimir.codegen.schedule.layout import WG, row_per_thread
@@ -25,6 +27,8 @@ def build(c: KernelContext) -> Built:
     """An element-wise launch: four elements a thread with 128-bit accesses where that is
     proven sound (`vectorized`), else a thread per row (`row_per_thread`), a thread per
     element and its mirror image (`Elementwise.mirror`), or a thread per element."""
+    if c.plan.pack:
+        return packed(c)
     rows = row_per_thread(c.ev, c.s.kernel.graph.graph, c.plan, c.s.node_buffers)
     if not c.plan.mirror and not rows:
         built = vectorized.elementwise(c)
@@ -111,4 +115,34 @@ def mirrored(c: KernelContext) -> Built:
                 mirror = body.let(ibin("+", ibin("*", j, side), i), "mirror")
                 for name in names:
                     body.emit(Store(name, mirror, lw.to_storage(there, dtype)))
+    return (WG, 1, 1), dispatch
+
+
+def packed(c: KernelContext) -> Built:
+    """A packing launch (`Elementwise.pack`): thread w computes elements 2w and 2w + 1 of a
+    bfloat16 value (or, a copy, reads them where they are held as float32) and stores word
+    w of the packed buffer, both halves at once, so no two threads share a word. Past an
+    odd count the last word's high half is 0 (padding; the buffer is whole words)."""
+    body, ev = c.body, c.ev
+    node = c.plan.node
+    shape = ev.shape(node)
+    total = sz.product(list(shape))
+    words = sz.cdiv(total, 2)
+    dispatch, g = c.groups(sz.cdiv(words, WG), guard=False)
+    w = body.let(ibin("+", ibin("*", g, u32(WG)), Builtin("local_x")), "w")
+    with body.if_(Binary("<", w, size_ir(words), "bool")):
+        even = body.let(ibin("*", w, u32(2)), "e")
+        odd = body.let(ibin("+", even, u32(1)), "o")
+        low = body.let(ev.at(node, Idx(shape, flat=even)), "lo")
+        if isinstance(total, int) and total % 2 == 0:
+            high = body.let(ev.at(node, Idx(shape, flat=odd)), "hi")
+        else:
+            # the odd element, where there is one (else element 2w again, and a zero half)
+            has_odd = body.let(Binary("<", odd, size_ir(total), "bool"), "has_odd")
+            at = body.let(lw.select(has_odd, odd, even), "at")
+            read = body.let(ev.at(node, Idx(shape, flat=at)), "hi")
+            high = body.let(lw.select(has_odd, read, Const(0.0, "f32")), "hi")
+        word = body.let(lw.pack_bfloat16(low, high), "word")
+        for name in c.plan.writes:
+            body.emit(Store(name, w, word))
     return (WG, 1, 1), dispatch

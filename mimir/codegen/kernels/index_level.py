@@ -120,8 +120,9 @@ class _Lowering:
                 raise RefusalError(
                     BACKEND_CANNOT_EMIT,
                     f"`{name}` is bfloat16, which index-level kernels do not read or write on "
-                    "any backend (msl, wgsl, ptx, spirv) yet; use a tensor-level kernel to "
-                    "read bfloat16, or pass float32",
+                    "any backend (msl, wgsl, ptx, spirv): a program storing one element would "
+                    "share its 32-bit word with another's; use a tensor-level kernel, which "
+                    "reads and stores bfloat16, or pass float32",
                     self.kg.kernel.span,
                 )
         dims = self._dims()

@@ -29,7 +29,8 @@ norm, and its mean and 1/std as outputs) are one `row` launch (`schedule.rows`);
 and a reduction to a single element of a large or symbolic count runs as two
 launches (`partial` over many workgroups into a scratch buffer, then `reduce`), or as
 one where the target can hand off between workgroups; a whole reduction of a value a
-`row` launch computes per row ends that launch there (`Row.total`).
+`row` launch computes per row ends that launch there (`Row.total`). A bfloat16 result is
+stored as float32 and packed two to a word by a launch of its own (`schedule.packing`).
 
 `schedule()` is the named passes of `PASSES` run in order over one `State`
 (`schedule.state`), then `limits.finish`. Planning decides which launches and which kind
@@ -43,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from mimir.codegen.schedule import attention, inplace, launches, limits, merge, narrow
+from mimir.codegen.schedule import attention, inplace, launches, limits, merge, narrow, packing
 from mimir.codegen.schedule.limits import kernel_dims, refuse_oversized
 from mimir.codegen.schedule.plan import BufferSpec, Plan, PlanKind, Schedule
 from mimir.codegen.schedule.state import State, Target
@@ -69,7 +70,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("buffers", launches.allocate_buffers),
     ("row groups", launches.group_rows),
     ("launches", launches.plan_launches),
-    ("bfloat16 stores", limits.refuse_bfloat16_stores),
+    ("sort lengths", limits.refuse_long_sorts),
     ("narrow softmax", narrow.fold_softmax),
     ("narrow row reductions", narrow.fold_row_reductions),
     ("stored values", launches.record_stored),
@@ -80,6 +81,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("paired products", attention.pair_products),
     ("shared counters", merge.share_counters),
     ("in-place updates", inplace.write_in_place),
+    ("bfloat16 packing", packing.pack_bfloat16),
 )
 
 

@@ -1,32 +1,17 @@
-"""What no schedule may hold: sizes past 32-bit indices, bfloat16 stored, and the dims."""
+"""What no schedule may hold: sizes past 32-bit indices; and the dims."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from mimir.codegen import sizes as sz
-from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, CANNOT_SCHEDULE, RefusalError
+from mimir.codegen.refusal import CANNOT_SCHEDULE, RefusalError
 from mimir.codegen.schedule.plan import BufferSpec, Schedule
+from mimir.codegen.schedule.roots import root_kind
 from mimir.codegen.schedule.state import State
 from mimir.codegen.tensors import Evaluator
 from mimir.dims import Dim, Size, Solved, solve_dims
-from mimir.dtypes import bfloat16
 from mimir.parse.module import TensorAnnotation
-
-
-def refuse_bfloat16(ev: Evaluator, writes: dict[int, list[str]]) -> None:
-    """A kernel reads bfloat16 (two to a u32 word) but never writes it: two threads would
-    share each word. Refused loudly at the first value that would be stored."""
-    for n in sorted(writes):
-        if ev.dtype(n) == bfloat16:
-            node = ev.node(n)
-            raise RefusalError(
-                BACKEND_CANNOT_EMIT,
-                f"`{node['text']}` is bfloat16 and would be stored, which no backend (msl, "
-                "wgsl, ptx, spirv) emits yet (bfloat16 is read two to a 32-bit word); "
-                "store float32: end with `.astype(float32)`",
-                node["span"],
-            )
 
 
 def refuse_oversized(
@@ -97,10 +82,53 @@ def kernel_solves(kernel: Any) -> dict[str, Solved]:
     return {s.dim.name: s for s in solve_dims(shapes)}
 
 
-def refuse_bfloat16_stores(st: State) -> State:
-    """The pass of `refuse_bfloat16` over the values the launches store."""
-    refuse_bfloat16(st.ev, st.writes)
+# The longest axis `sort` / `argsort` take: a row's keys and their positions (4 bytes
+# each) in workgroup memory, padded to a power of two, fit the 16 KiB every WebGPU device
+# has (`maxComputeWorkgroupStorageSize`), and so every target's.
+SORT_LIMIT = 2048
+
+
+def sort_length(length: Size, dims: dict[str, Dim]) -> int | None:
+    """The longest the axis of a sort can be (`sizes.upper_bound`), None when unbounded."""
+    return sz.upper_bound(length, dims)
+
+
+def refuse_long_sorts(st: State) -> State:
+    """A sort keeps a whole row in workgroup memory, so its axis needs a bound of at most
+    `SORT_LIMIT`: a literal, or a `Dim` with a `max=`. Refused loudly otherwise."""
+    for r in sorted(n for n in st.live if root_kind(st.kg, n) == "sort"):
+        node = st.ev.node(r)
+        axis = sort_axis(st.ev, r)
+        length = st.ev.shape(node["inputs"][0])[axis]
+        bound = sort_length(length, st.declared)
+        if bound is not None and bound <= SORT_LIMIT:
+            continue
+        name = node["spec"].name
+        shown = sz.manifest_text(length) if not isinstance(length, int) else str(length)
+        why = "has no upper bound" if bound is None else f"can be {bound} long"
+        fix = (
+            f'declare the dim with `max=` of at most {SORT_LIMIT} (`Dim("{shown}", '
+            f"max={SORT_LIMIT})`)"
+            if not isinstance(length, int)
+            else f"sort at most {SORT_LIMIT} elements along one axis"
+        )
+        raise RefusalError(
+            CANNOT_SCHEDULE,
+            f"`.{name}()` along axis {axis} (size {shown}) {why}; a row is sorted in "
+            f"workgroup memory, at most {SORT_LIMIT} elements: {fix}",
+            node["span"],
+        )
     return st
+
+
+def sort_axis(ev: Evaluator, r: int) -> int:
+    """The axis of a `sort` / `argsort` node, from 0."""
+    node = ev.node(r)
+    kw = dict(zip(node["keywords"], node["inputs"][1:], strict=True))
+    rank = len(ev.shape(node["inputs"][0]))
+    if "axis" not in kw:
+        return rank - 1
+    return ev.values[ev.resolve(kw["axis"])].sym.value % rank
 
 
 def finish(st: State) -> Schedule:

@@ -33,6 +33,7 @@ class PlanKind(StrEnum):
     ARGREDUCE = "argreduce"  # argmax, argmin
     SOFTMAX = "softmax"  # softmax, log_softmax over one row per workgroup
     SCAN = "scan"  # cumsum, cumprod
+    SORT = "sort"  # sort, argsort: one row per workgroup, in workgroup memory
     ROW = "row"  # last-axis reductions of rows of one shape and what reads them
     GRID = "grid"  # an index-level function (`@gpu(grid=...)`)
 
@@ -83,6 +84,9 @@ class Elementwise(Plan):
     # an in-place `x = f(x, x.T)` of a square x: each thread computes an element and its
     # mirror image across the diagonal before it stores either (`kernels.elementwise`)
     mirror: bool = False
+    # a packing launch: `node`, a bfloat16 value (with `copy`: held as float32 in scratch),
+    # stored two elements to a u32 word by each thread (`schedule.packing`)
+    pack: bool = False
 
     def outputs(self) -> Outputs:
         return [(self.node, self.writes), *self.also]
@@ -152,6 +156,11 @@ class Softmax(Rooted):
 @dataclass
 class Scan(Rooted):
     kind: ClassVar[PlanKind] = PlanKind.SCAN
+
+
+@dataclass
+class Sort(Rooted):
+    kind: ClassVar[PlanKind] = PlanKind.SORT
 
 
 @dataclass
@@ -270,5 +279,6 @@ ROOTED: dict[str, type[Rooted]] = {
     "narrow": Narrow,
     "softmax": Softmax,
     "scan": Scan,
+    "sort": Sort,
     **FOLDS,
 }

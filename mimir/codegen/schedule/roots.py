@@ -13,7 +13,7 @@ from mimir.codegen.tensors import Evaluator
 from mimir.parse.graph import KernelGraph
 from mimir.parse.module import TensorAnnotation
 
-ROOT_KINDS = ("matmul", "reduce", "softmax", "argreduce", "moments", "scan")
+ROOT_KINDS = ("matmul", "reduce", "softmax", "argreduce", "moments", "scan", "sort")
 
 
 FUSIBLE = ("elementwise", "cast")

@@ -29,7 +29,7 @@ def gpu_through_helper():
 
 
 def mixed_with_helper_result():
-    return make_input() + make_weights()  # E: GPU061
+    return make_input() + make_weights()  # E: GPU061 GPU010
 
 
 def cpu_meets_gpu_inside_helper():

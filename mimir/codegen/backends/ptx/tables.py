@@ -63,4 +63,5 @@ SIMPLE_INTRINSICS = {
     ("max", "u32"): "max.u32",
     ("isnan", "f32"): "testp.notanumber.f32",
     ("isinf", "f32"): "testp.infinite.f32",
+    ("mulhi", "u32"): "mul.hi.u32",
 }

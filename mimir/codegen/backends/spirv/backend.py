@@ -28,6 +28,10 @@ class SPIRV(Backend):
     intrinsics = {fn: fn for fn in INTRINSICS}
     device_fence = True  # OpMemoryBarrier at Device scope, buffers decorated Coherent
     full_range_trig = False  # GLSL.std.450 Sin/Cos: Vulkan bounds them on [-pi, pi] only
+    nearest_even_half = False  # Vulkan leaves OpFConvert's rounding to the driver
+    # `OpUMulExtended` is valid Vulkan SPIR-V, but naga (wgpu's SPIR-V reader, how Mimir's
+    # hosts run these modules) rejects it as an unsupported instruction: 16-bit halves
+    emulated = {"mulhi": "mimir_mulhi_u32"}
 
     def check(self, kernel: Kernel) -> str | None:
         """The base checks, then every operator, intrinsic and built-in against the tables."""

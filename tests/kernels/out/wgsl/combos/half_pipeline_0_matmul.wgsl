@@ -13,6 +13,32 @@ struct Uniforms {
 var<workgroup> a_tile: array<f32, 2048>;
 var<workgroup> b_tile: array<f32, 2048>;
 
+fn mimir_round_f16(a: f32) -> f32 {
+    let bits: u32 = bitcast<u32>(a);
+    let sign: u32 = bits & 2147483648u;
+    let mag: u32 = bits & 2147483647u;
+    if (mag >= 2139095040u) {
+        return a;
+    }
+    if (mag >= 1199566848u) {
+        return bitcast<f32>(sign | 2139095040u);
+    }
+    if (mag >= 947912704u) {
+        return bitcast<f32>(sign | ((mag + 4095u + ((mag >> 13u) & 1u)) & 4294959104u));
+    }
+    if (mag <= 855638016u) {
+        return bitcast<f32>(sign);
+    }
+    let e: u32 = mag >> 23u;
+    let mant: u32 = (mag & 8388607u) | 8388608u;
+    let shift: u32 = 126u - e;
+    let q: u32 = mant >> shift;
+    let rem: u32 = mant & ((1u << shift) - 1u);
+    let halfway: u32 = 1u << (shift - 1u);
+    let rounded: u32 = q + select(0u, 1u, (rem > halfway) || ((rem == halfway) && ((q & 1u) != 0u)));
+    return bitcast<f32>(sign | bitcast<u32>(f32(rounded) * 5.9604645e-08f));
+}
+
 @compute @workgroup_size(16, 16, 1)
 fn half_pipeline_0_matmul(
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -886,322 +912,322 @@ fn half_pipeline_0_matmul(
     }
     if ((row6 < u.N) && (col14 < u.M)) {
         let i303: u32 = row6 * u.M + col14;
-        let v304: f32 = f32(f16(f32(f16(acc22)) * 0.25f));
-        scratch0[i303] = f16(v304);
+        let v304: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc22))) * 0.25f)));
+        scratch0[i303] = f16(mimir_round_f16(v304));
     }
     if ((row6 < u.N) && (col15 < u.M)) {
         let i305: u32 = row6 * u.M + col15;
-        let v306: f32 = f32(f16(f32(f16(acc23)) * 0.25f));
-        scratch0[i305] = f16(v306);
+        let v306: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc23))) * 0.25f)));
+        scratch0[i305] = f16(mimir_round_f16(v306));
     }
     if ((row6 < u.N) && (col16 < u.M)) {
         let i307: u32 = row6 * u.M + col16;
-        let v308: f32 = f32(f16(f32(f16(acc24)) * 0.25f));
-        scratch0[i307] = f16(v308);
+        let v308: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc24))) * 0.25f)));
+        scratch0[i307] = f16(mimir_round_f16(v308));
     }
     if ((row6 < u.N) && (col17 < u.M)) {
         let i309: u32 = row6 * u.M + col17;
-        let v310: f32 = f32(f16(f32(f16(acc25)) * 0.25f));
-        scratch0[i309] = f16(v310);
+        let v310: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc25))) * 0.25f)));
+        scratch0[i309] = f16(mimir_round_f16(v310));
     }
     if ((row6 < u.N) && (col18 < u.M)) {
         let i311: u32 = row6 * u.M + col18;
-        let v312: f32 = f32(f16(f32(f16(acc26)) * 0.25f));
-        scratch0[i311] = f16(v312);
+        let v312: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc26))) * 0.25f)));
+        scratch0[i311] = f16(mimir_round_f16(v312));
     }
     if ((row6 < u.N) && (col19 < u.M)) {
         let i313: u32 = row6 * u.M + col19;
-        let v314: f32 = f32(f16(f32(f16(acc27)) * 0.25f));
-        scratch0[i313] = f16(v314);
+        let v314: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc27))) * 0.25f)));
+        scratch0[i313] = f16(mimir_round_f16(v314));
     }
     if ((row6 < u.N) && (col20 < u.M)) {
         let i315: u32 = row6 * u.M + col20;
-        let v316: f32 = f32(f16(f32(f16(acc28)) * 0.25f));
-        scratch0[i315] = f16(v316);
+        let v316: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc28))) * 0.25f)));
+        scratch0[i315] = f16(mimir_round_f16(v316));
     }
     if ((row6 < u.N) && (col21 < u.M)) {
         let i317: u32 = row6 * u.M + col21;
-        let v318: f32 = f32(f16(f32(f16(acc29)) * 0.25f));
-        scratch0[i317] = f16(v318);
+        let v318: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc29))) * 0.25f)));
+        scratch0[i317] = f16(mimir_round_f16(v318));
     }
     if ((row7 < u.N) && (col14 < u.M)) {
         let i319: u32 = row7 * u.M + col14;
-        let v320: f32 = f32(f16(f32(f16(acc30)) * 0.25f));
-        scratch0[i319] = f16(v320);
+        let v320: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc30))) * 0.25f)));
+        scratch0[i319] = f16(mimir_round_f16(v320));
     }
     if ((row7 < u.N) && (col15 < u.M)) {
         let i321: u32 = row7 * u.M + col15;
-        let v322: f32 = f32(f16(f32(f16(acc31)) * 0.25f));
-        scratch0[i321] = f16(v322);
+        let v322: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc31))) * 0.25f)));
+        scratch0[i321] = f16(mimir_round_f16(v322));
     }
     if ((row7 < u.N) && (col16 < u.M)) {
         let i323: u32 = row7 * u.M + col16;
-        let v324: f32 = f32(f16(f32(f16(acc32)) * 0.25f));
-        scratch0[i323] = f16(v324);
+        let v324: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc32))) * 0.25f)));
+        scratch0[i323] = f16(mimir_round_f16(v324));
     }
     if ((row7 < u.N) && (col17 < u.M)) {
         let i325: u32 = row7 * u.M + col17;
-        let v326: f32 = f32(f16(f32(f16(acc33)) * 0.25f));
-        scratch0[i325] = f16(v326);
+        let v326: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc33))) * 0.25f)));
+        scratch0[i325] = f16(mimir_round_f16(v326));
     }
     if ((row7 < u.N) && (col18 < u.M)) {
         let i327: u32 = row7 * u.M + col18;
-        let v328: f32 = f32(f16(f32(f16(acc34)) * 0.25f));
-        scratch0[i327] = f16(v328);
+        let v328: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc34))) * 0.25f)));
+        scratch0[i327] = f16(mimir_round_f16(v328));
     }
     if ((row7 < u.N) && (col19 < u.M)) {
         let i329: u32 = row7 * u.M + col19;
-        let v330: f32 = f32(f16(f32(f16(acc35)) * 0.25f));
-        scratch0[i329] = f16(v330);
+        let v330: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc35))) * 0.25f)));
+        scratch0[i329] = f16(mimir_round_f16(v330));
     }
     if ((row7 < u.N) && (col20 < u.M)) {
         let i331: u32 = row7 * u.M + col20;
-        let v332: f32 = f32(f16(f32(f16(acc36)) * 0.25f));
-        scratch0[i331] = f16(v332);
+        let v332: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc36))) * 0.25f)));
+        scratch0[i331] = f16(mimir_round_f16(v332));
     }
     if ((row7 < u.N) && (col21 < u.M)) {
         let i333: u32 = row7 * u.M + col21;
-        let v334: f32 = f32(f16(f32(f16(acc37)) * 0.25f));
-        scratch0[i333] = f16(v334);
+        let v334: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc37))) * 0.25f)));
+        scratch0[i333] = f16(mimir_round_f16(v334));
     }
     if ((row8 < u.N) && (col14 < u.M)) {
         let i335: u32 = row8 * u.M + col14;
-        let v336: f32 = f32(f16(f32(f16(acc38)) * 0.25f));
-        scratch0[i335] = f16(v336);
+        let v336: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc38))) * 0.25f)));
+        scratch0[i335] = f16(mimir_round_f16(v336));
     }
     if ((row8 < u.N) && (col15 < u.M)) {
         let i337: u32 = row8 * u.M + col15;
-        let v338: f32 = f32(f16(f32(f16(acc39)) * 0.25f));
-        scratch0[i337] = f16(v338);
+        let v338: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc39))) * 0.25f)));
+        scratch0[i337] = f16(mimir_round_f16(v338));
     }
     if ((row8 < u.N) && (col16 < u.M)) {
         let i339: u32 = row8 * u.M + col16;
-        let v340: f32 = f32(f16(f32(f16(acc40)) * 0.25f));
-        scratch0[i339] = f16(v340);
+        let v340: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc40))) * 0.25f)));
+        scratch0[i339] = f16(mimir_round_f16(v340));
     }
     if ((row8 < u.N) && (col17 < u.M)) {
         let i341: u32 = row8 * u.M + col17;
-        let v342: f32 = f32(f16(f32(f16(acc41)) * 0.25f));
-        scratch0[i341] = f16(v342);
+        let v342: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc41))) * 0.25f)));
+        scratch0[i341] = f16(mimir_round_f16(v342));
     }
     if ((row8 < u.N) && (col18 < u.M)) {
         let i343: u32 = row8 * u.M + col18;
-        let v344: f32 = f32(f16(f32(f16(acc42)) * 0.25f));
-        scratch0[i343] = f16(v344);
+        let v344: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc42))) * 0.25f)));
+        scratch0[i343] = f16(mimir_round_f16(v344));
     }
     if ((row8 < u.N) && (col19 < u.M)) {
         let i345: u32 = row8 * u.M + col19;
-        let v346: f32 = f32(f16(f32(f16(acc43)) * 0.25f));
-        scratch0[i345] = f16(v346);
+        let v346: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc43))) * 0.25f)));
+        scratch0[i345] = f16(mimir_round_f16(v346));
     }
     if ((row8 < u.N) && (col20 < u.M)) {
         let i347: u32 = row8 * u.M + col20;
-        let v348: f32 = f32(f16(f32(f16(acc44)) * 0.25f));
-        scratch0[i347] = f16(v348);
+        let v348: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc44))) * 0.25f)));
+        scratch0[i347] = f16(mimir_round_f16(v348));
     }
     if ((row8 < u.N) && (col21 < u.M)) {
         let i349: u32 = row8 * u.M + col21;
-        let v350: f32 = f32(f16(f32(f16(acc45)) * 0.25f));
-        scratch0[i349] = f16(v350);
+        let v350: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc45))) * 0.25f)));
+        scratch0[i349] = f16(mimir_round_f16(v350));
     }
     if ((row9 < u.N) && (col14 < u.M)) {
         let i351: u32 = row9 * u.M + col14;
-        let v352: f32 = f32(f16(f32(f16(acc46)) * 0.25f));
-        scratch0[i351] = f16(v352);
+        let v352: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc46))) * 0.25f)));
+        scratch0[i351] = f16(mimir_round_f16(v352));
     }
     if ((row9 < u.N) && (col15 < u.M)) {
         let i353: u32 = row9 * u.M + col15;
-        let v354: f32 = f32(f16(f32(f16(acc47)) * 0.25f));
-        scratch0[i353] = f16(v354);
+        let v354: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc47))) * 0.25f)));
+        scratch0[i353] = f16(mimir_round_f16(v354));
     }
     if ((row9 < u.N) && (col16 < u.M)) {
         let i355: u32 = row9 * u.M + col16;
-        let v356: f32 = f32(f16(f32(f16(acc48)) * 0.25f));
-        scratch0[i355] = f16(v356);
+        let v356: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc48))) * 0.25f)));
+        scratch0[i355] = f16(mimir_round_f16(v356));
     }
     if ((row9 < u.N) && (col17 < u.M)) {
         let i357: u32 = row9 * u.M + col17;
-        let v358: f32 = f32(f16(f32(f16(acc49)) * 0.25f));
-        scratch0[i357] = f16(v358);
+        let v358: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc49))) * 0.25f)));
+        scratch0[i357] = f16(mimir_round_f16(v358));
     }
     if ((row9 < u.N) && (col18 < u.M)) {
         let i359: u32 = row9 * u.M + col18;
-        let v360: f32 = f32(f16(f32(f16(acc50)) * 0.25f));
-        scratch0[i359] = f16(v360);
+        let v360: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc50))) * 0.25f)));
+        scratch0[i359] = f16(mimir_round_f16(v360));
     }
     if ((row9 < u.N) && (col19 < u.M)) {
         let i361: u32 = row9 * u.M + col19;
-        let v362: f32 = f32(f16(f32(f16(acc51)) * 0.25f));
-        scratch0[i361] = f16(v362);
+        let v362: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc51))) * 0.25f)));
+        scratch0[i361] = f16(mimir_round_f16(v362));
     }
     if ((row9 < u.N) && (col20 < u.M)) {
         let i363: u32 = row9 * u.M + col20;
-        let v364: f32 = f32(f16(f32(f16(acc52)) * 0.25f));
-        scratch0[i363] = f16(v364);
+        let v364: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc52))) * 0.25f)));
+        scratch0[i363] = f16(mimir_round_f16(v364));
     }
     if ((row9 < u.N) && (col21 < u.M)) {
         let i365: u32 = row9 * u.M + col21;
-        let v366: f32 = f32(f16(f32(f16(acc53)) * 0.25f));
-        scratch0[i365] = f16(v366);
+        let v366: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc53))) * 0.25f)));
+        scratch0[i365] = f16(mimir_round_f16(v366));
     }
     if ((row10 < u.N) && (col14 < u.M)) {
         let i367: u32 = row10 * u.M + col14;
-        let v368: f32 = f32(f16(f32(f16(acc54)) * 0.25f));
-        scratch0[i367] = f16(v368);
+        let v368: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc54))) * 0.25f)));
+        scratch0[i367] = f16(mimir_round_f16(v368));
     }
     if ((row10 < u.N) && (col15 < u.M)) {
         let i369: u32 = row10 * u.M + col15;
-        let v370: f32 = f32(f16(f32(f16(acc55)) * 0.25f));
-        scratch0[i369] = f16(v370);
+        let v370: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc55))) * 0.25f)));
+        scratch0[i369] = f16(mimir_round_f16(v370));
     }
     if ((row10 < u.N) && (col16 < u.M)) {
         let i371: u32 = row10 * u.M + col16;
-        let v372: f32 = f32(f16(f32(f16(acc56)) * 0.25f));
-        scratch0[i371] = f16(v372);
+        let v372: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc56))) * 0.25f)));
+        scratch0[i371] = f16(mimir_round_f16(v372));
     }
     if ((row10 < u.N) && (col17 < u.M)) {
         let i373: u32 = row10 * u.M + col17;
-        let v374: f32 = f32(f16(f32(f16(acc57)) * 0.25f));
-        scratch0[i373] = f16(v374);
+        let v374: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc57))) * 0.25f)));
+        scratch0[i373] = f16(mimir_round_f16(v374));
     }
     if ((row10 < u.N) && (col18 < u.M)) {
         let i375: u32 = row10 * u.M + col18;
-        let v376: f32 = f32(f16(f32(f16(acc58)) * 0.25f));
-        scratch0[i375] = f16(v376);
+        let v376: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc58))) * 0.25f)));
+        scratch0[i375] = f16(mimir_round_f16(v376));
     }
     if ((row10 < u.N) && (col19 < u.M)) {
         let i377: u32 = row10 * u.M + col19;
-        let v378: f32 = f32(f16(f32(f16(acc59)) * 0.25f));
-        scratch0[i377] = f16(v378);
+        let v378: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc59))) * 0.25f)));
+        scratch0[i377] = f16(mimir_round_f16(v378));
     }
     if ((row10 < u.N) && (col20 < u.M)) {
         let i379: u32 = row10 * u.M + col20;
-        let v380: f32 = f32(f16(f32(f16(acc60)) * 0.25f));
-        scratch0[i379] = f16(v380);
+        let v380: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc60))) * 0.25f)));
+        scratch0[i379] = f16(mimir_round_f16(v380));
     }
     if ((row10 < u.N) && (col21 < u.M)) {
         let i381: u32 = row10 * u.M + col21;
-        let v382: f32 = f32(f16(f32(f16(acc61)) * 0.25f));
-        scratch0[i381] = f16(v382);
+        let v382: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc61))) * 0.25f)));
+        scratch0[i381] = f16(mimir_round_f16(v382));
     }
     if ((row11 < u.N) && (col14 < u.M)) {
         let i383: u32 = row11 * u.M + col14;
-        let v384: f32 = f32(f16(f32(f16(acc62)) * 0.25f));
-        scratch0[i383] = f16(v384);
+        let v384: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc62))) * 0.25f)));
+        scratch0[i383] = f16(mimir_round_f16(v384));
     }
     if ((row11 < u.N) && (col15 < u.M)) {
         let i385: u32 = row11 * u.M + col15;
-        let v386: f32 = f32(f16(f32(f16(acc63)) * 0.25f));
-        scratch0[i385] = f16(v386);
+        let v386: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc63))) * 0.25f)));
+        scratch0[i385] = f16(mimir_round_f16(v386));
     }
     if ((row11 < u.N) && (col16 < u.M)) {
         let i387: u32 = row11 * u.M + col16;
-        let v388: f32 = f32(f16(f32(f16(acc64)) * 0.25f));
-        scratch0[i387] = f16(v388);
+        let v388: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc64))) * 0.25f)));
+        scratch0[i387] = f16(mimir_round_f16(v388));
     }
     if ((row11 < u.N) && (col17 < u.M)) {
         let i389: u32 = row11 * u.M + col17;
-        let v390: f32 = f32(f16(f32(f16(acc65)) * 0.25f));
-        scratch0[i389] = f16(v390);
+        let v390: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc65))) * 0.25f)));
+        scratch0[i389] = f16(mimir_round_f16(v390));
     }
     if ((row11 < u.N) && (col18 < u.M)) {
         let i391: u32 = row11 * u.M + col18;
-        let v392: f32 = f32(f16(f32(f16(acc66)) * 0.25f));
-        scratch0[i391] = f16(v392);
+        let v392: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc66))) * 0.25f)));
+        scratch0[i391] = f16(mimir_round_f16(v392));
     }
     if ((row11 < u.N) && (col19 < u.M)) {
         let i393: u32 = row11 * u.M + col19;
-        let v394: f32 = f32(f16(f32(f16(acc67)) * 0.25f));
-        scratch0[i393] = f16(v394);
+        let v394: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc67))) * 0.25f)));
+        scratch0[i393] = f16(mimir_round_f16(v394));
     }
     if ((row11 < u.N) && (col20 < u.M)) {
         let i395: u32 = row11 * u.M + col20;
-        let v396: f32 = f32(f16(f32(f16(acc68)) * 0.25f));
-        scratch0[i395] = f16(v396);
+        let v396: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc68))) * 0.25f)));
+        scratch0[i395] = f16(mimir_round_f16(v396));
     }
     if ((row11 < u.N) && (col21 < u.M)) {
         let i397: u32 = row11 * u.M + col21;
-        let v398: f32 = f32(f16(f32(f16(acc69)) * 0.25f));
-        scratch0[i397] = f16(v398);
+        let v398: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc69))) * 0.25f)));
+        scratch0[i397] = f16(mimir_round_f16(v398));
     }
     if ((row12 < u.N) && (col14 < u.M)) {
         let i399: u32 = row12 * u.M + col14;
-        let v400: f32 = f32(f16(f32(f16(acc70)) * 0.25f));
-        scratch0[i399] = f16(v400);
+        let v400: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc70))) * 0.25f)));
+        scratch0[i399] = f16(mimir_round_f16(v400));
     }
     if ((row12 < u.N) && (col15 < u.M)) {
         let i401: u32 = row12 * u.M + col15;
-        let v402: f32 = f32(f16(f32(f16(acc71)) * 0.25f));
-        scratch0[i401] = f16(v402);
+        let v402: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc71))) * 0.25f)));
+        scratch0[i401] = f16(mimir_round_f16(v402));
     }
     if ((row12 < u.N) && (col16 < u.M)) {
         let i403: u32 = row12 * u.M + col16;
-        let v404: f32 = f32(f16(f32(f16(acc72)) * 0.25f));
-        scratch0[i403] = f16(v404);
+        let v404: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc72))) * 0.25f)));
+        scratch0[i403] = f16(mimir_round_f16(v404));
     }
     if ((row12 < u.N) && (col17 < u.M)) {
         let i405: u32 = row12 * u.M + col17;
-        let v406: f32 = f32(f16(f32(f16(acc73)) * 0.25f));
-        scratch0[i405] = f16(v406);
+        let v406: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc73))) * 0.25f)));
+        scratch0[i405] = f16(mimir_round_f16(v406));
     }
     if ((row12 < u.N) && (col18 < u.M)) {
         let i407: u32 = row12 * u.M + col18;
-        let v408: f32 = f32(f16(f32(f16(acc74)) * 0.25f));
-        scratch0[i407] = f16(v408);
+        let v408: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc74))) * 0.25f)));
+        scratch0[i407] = f16(mimir_round_f16(v408));
     }
     if ((row12 < u.N) && (col19 < u.M)) {
         let i409: u32 = row12 * u.M + col19;
-        let v410: f32 = f32(f16(f32(f16(acc75)) * 0.25f));
-        scratch0[i409] = f16(v410);
+        let v410: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc75))) * 0.25f)));
+        scratch0[i409] = f16(mimir_round_f16(v410));
     }
     if ((row12 < u.N) && (col20 < u.M)) {
         let i411: u32 = row12 * u.M + col20;
-        let v412: f32 = f32(f16(f32(f16(acc76)) * 0.25f));
-        scratch0[i411] = f16(v412);
+        let v412: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc76))) * 0.25f)));
+        scratch0[i411] = f16(mimir_round_f16(v412));
     }
     if ((row12 < u.N) && (col21 < u.M)) {
         let i413: u32 = row12 * u.M + col21;
-        let v414: f32 = f32(f16(f32(f16(acc77)) * 0.25f));
-        scratch0[i413] = f16(v414);
+        let v414: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc77))) * 0.25f)));
+        scratch0[i413] = f16(mimir_round_f16(v414));
     }
     if ((row13 < u.N) && (col14 < u.M)) {
         let i415: u32 = row13 * u.M + col14;
-        let v416: f32 = f32(f16(f32(f16(acc78)) * 0.25f));
-        scratch0[i415] = f16(v416);
+        let v416: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc78))) * 0.25f)));
+        scratch0[i415] = f16(mimir_round_f16(v416));
     }
     if ((row13 < u.N) && (col15 < u.M)) {
         let i417: u32 = row13 * u.M + col15;
-        let v418: f32 = f32(f16(f32(f16(acc79)) * 0.25f));
-        scratch0[i417] = f16(v418);
+        let v418: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc79))) * 0.25f)));
+        scratch0[i417] = f16(mimir_round_f16(v418));
     }
     if ((row13 < u.N) && (col16 < u.M)) {
         let i419: u32 = row13 * u.M + col16;
-        let v420: f32 = f32(f16(f32(f16(acc80)) * 0.25f));
-        scratch0[i419] = f16(v420);
+        let v420: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc80))) * 0.25f)));
+        scratch0[i419] = f16(mimir_round_f16(v420));
     }
     if ((row13 < u.N) && (col17 < u.M)) {
         let i421: u32 = row13 * u.M + col17;
-        let v422: f32 = f32(f16(f32(f16(acc81)) * 0.25f));
-        scratch0[i421] = f16(v422);
+        let v422: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc81))) * 0.25f)));
+        scratch0[i421] = f16(mimir_round_f16(v422));
     }
     if ((row13 < u.N) && (col18 < u.M)) {
         let i423: u32 = row13 * u.M + col18;
-        let v424: f32 = f32(f16(f32(f16(acc82)) * 0.25f));
-        scratch0[i423] = f16(v424);
+        let v424: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc82))) * 0.25f)));
+        scratch0[i423] = f16(mimir_round_f16(v424));
     }
     if ((row13 < u.N) && (col19 < u.M)) {
         let i425: u32 = row13 * u.M + col19;
-        let v426: f32 = f32(f16(f32(f16(acc83)) * 0.25f));
-        scratch0[i425] = f16(v426);
+        let v426: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc83))) * 0.25f)));
+        scratch0[i425] = f16(mimir_round_f16(v426));
     }
     if ((row13 < u.N) && (col20 < u.M)) {
         let i427: u32 = row13 * u.M + col20;
-        let v428: f32 = f32(f16(f32(f16(acc84)) * 0.25f));
-        scratch0[i427] = f16(v428);
+        let v428: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc84))) * 0.25f)));
+        scratch0[i427] = f16(mimir_round_f16(v428));
     }
     if ((row13 < u.N) && (col21 < u.M)) {
         let i429: u32 = row13 * u.M + col21;
-        let v430: f32 = f32(f16(f32(f16(acc85)) * 0.25f));
-        scratch0[i429] = f16(v430);
+        let v430: f32 = f32(f16(mimir_round_f16(f32(f16(mimir_round_f16(acc85))) * 0.25f)));
+        scratch0[i429] = f16(mimir_round_f16(v430));
     }
 }

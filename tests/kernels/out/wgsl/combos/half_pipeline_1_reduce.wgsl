@@ -10,6 +10,32 @@ struct Uniforms {
 @group(0) @binding(1) var<storage, read_write> scratch1: array<f16>;
 @group(0) @binding(2) var<uniform> u: Uniforms;
 
+fn mimir_round_f16(a: f32) -> f32 {
+    let bits: u32 = bitcast<u32>(a);
+    let sign: u32 = bits & 2147483648u;
+    let mag: u32 = bits & 2147483647u;
+    if (mag >= 2139095040u) {
+        return a;
+    }
+    if (mag >= 1199566848u) {
+        return bitcast<f32>(sign | 2139095040u);
+    }
+    if (mag >= 947912704u) {
+        return bitcast<f32>(sign | ((mag + 4095u + ((mag >> 13u) & 1u)) & 4294959104u));
+    }
+    if (mag <= 855638016u) {
+        return bitcast<f32>(sign);
+    }
+    let e: u32 = mag >> 23u;
+    let mant: u32 = (mag & 8388607u) | 8388608u;
+    let shift: u32 = 126u - e;
+    let q: u32 = mant >> shift;
+    let rem: u32 = mant & ((1u << shift) - 1u);
+    let halfway: u32 = 1u << (shift - 1u);
+    let rounded: u32 = q + select(0u, 1u, (rem > halfway) || ((rem == halfway) && ((q & 1u) != 0u)));
+    return bitcast<f32>(sign | bitcast<u32>(f32(rounded) * 5.9604645e-08f));
+}
+
 @compute @workgroup_size(256, 1, 1)
 fn half_pipeline_1_reduce(
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -41,7 +67,7 @@ fn half_pipeline_1_reduce(
             let v15: f32 = f32(x[i14]);
             acc2 = acc2 + v15;
         }
-        let total16: f32 = f32(f16(acc2));
-        scratch1[o1] = f16(total16);
+        let total16: f32 = f32(f16(mimir_round_f16(acc2)));
+        scratch1[o1] = f16(mimir_round_f16(total16));
     }
 }

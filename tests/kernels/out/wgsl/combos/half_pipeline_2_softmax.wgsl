@@ -16,6 +16,32 @@ var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
+fn mimir_round_f16(a: f32) -> f32 {
+    let bits: u32 = bitcast<u32>(a);
+    let sign: u32 = bits & 2147483648u;
+    let mag: u32 = bits & 2147483647u;
+    if (mag >= 2139095040u) {
+        return a;
+    }
+    if (mag >= 1199566848u) {
+        return bitcast<f32>(sign | 2139095040u);
+    }
+    if (mag >= 947912704u) {
+        return bitcast<f32>(sign | ((mag + 4095u + ((mag >> 13u) & 1u)) & 4294959104u));
+    }
+    if (mag <= 855638016u) {
+        return bitcast<f32>(sign);
+    }
+    let e: u32 = mag >> 23u;
+    let mant: u32 = (mag & 8388607u) | 8388608u;
+    let shift: u32 = 126u - e;
+    let q: u32 = mant >> shift;
+    let rem: u32 = mant & ((1u << shift) - 1u);
+    let halfway: u32 = 1u << (shift - 1u);
+    let rounded: u32 = q + select(0u, 1u, (rem > halfway) || ((rem == halfway) && ((q & 1u) != 0u)));
+    return bitcast<f32>(sign | bitcast<u32>(f32(rounded) * 5.9604645e-08f));
+}
+
 @compute @workgroup_size(128, 1, 1)
 fn half_pipeline_2_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -110,9 +136,9 @@ fn half_pipeline_2_softmax(
     let total16: f32 = warp1[lid.x - (lid.x & 3u)] + warp1[lid.x - (lid.x & 3u) + 1u] + warp1[lid.x - (lid.x & 3u) + 2u] + warp1[lid.x - (lid.x & 3u) + 3u];
     if (lid.x < u.M) {
         let i17: u32 = base1 + lid.x;
-        let y18: f32 = f32(f16(e11 / total16));
+        let y18: f32 = f32(f16(mimir_round_f16(e11 / total16)));
         let v19: f32 = f32(scratch1[g0]);
-        let v20: f32 = f32(f16(y18 + v19));
-        out[i17] = f16(v20);
+        let v20: f32 = f32(f16(mimir_round_f16(y18 + v19)));
+        out[i17] = f16(mimir_round_f16(v20));
     }
 }

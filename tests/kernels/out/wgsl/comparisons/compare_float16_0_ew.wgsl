@@ -12,6 +12,32 @@ struct Uniforms {
 @group(0) @binding(4) var<storage, read_write> out2: array<i32>;
 @group(0) @binding(5) var<uniform> u: Uniforms;
 
+fn mimir_round_f16(a_: f32) -> f32 {
+    let bits: u32 = bitcast<u32>(a_);
+    let sign: u32 = bits & 2147483648u;
+    let mag: u32 = bits & 2147483647u;
+    if (mag >= 2139095040u) {
+        return a_;
+    }
+    if (mag >= 1199566848u) {
+        return bitcast<f32>(sign | 2139095040u);
+    }
+    if (mag >= 947912704u) {
+        return bitcast<f32>(sign | ((mag + 4095u + ((mag >> 13u) & 1u)) & 4294959104u));
+    }
+    if (mag <= 855638016u) {
+        return bitcast<f32>(sign);
+    }
+    let e: u32 = mag >> 23u;
+    let mant: u32 = (mag & 8388607u) | 8388608u;
+    let shift: u32 = 126u - e;
+    let q: u32 = mant >> shift;
+    let rem: u32 = mant & ((1u << shift) - 1u);
+    let halfway: u32 = 1u << (shift - 1u);
+    let rounded: u32 = q + select(0u, 1u, (rem > halfway) || ((rem == halfway) && ((q & 1u) != 0u)));
+    return bitcast<f32>(sign | bitcast<u32>(f32(rounded) * 5.9604645e-08f));
+}
+
 fn mimir_maximum_f32(a_: f32, b_: f32) -> f32 {
     if (((bitcast<u32>(a_) & 0x7fffffffu) > 0x7f800000u)) {
         return a_;
@@ -65,7 +91,7 @@ fn compare_float16_0_ew(
         let v29: i32 = v28 * 32i;
         let v30: i32 = v26 + v29;
         let out0_283: i32 = v30;
-        let v31: f32 = f32(f16(mimir_maximum_f32(v7, v8)));
+        let v31: f32 = f32(f16(mimir_round_f16(mimir_maximum_f32(v7, v8))));
         let v32: bool = !(((bitcast<u32>(v7) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v31) & 0x7fffffffu) > 0x7f800000u)) && (v7 < v31);
         let v33: i32 = select(0i, 1i, v32);
         let v34: bool = !(((bitcast<u32>(v7) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v31) & 0x7fffffffu) > 0x7f800000u)) && (v7 <= v31);
@@ -137,7 +163,7 @@ fn compare_float16_0_ew(
         let v98: i32 = v97 * 32i;
         let v99: i32 = v95 + v98;
         let out0_286: i32 = v99;
-        let v100: f32 = f32(f16(mimir_maximum_f32(v76, v77)));
+        let v100: f32 = f32(f16(mimir_round_f16(mimir_maximum_f32(v76, v77))));
         let v101: bool = !(((bitcast<u32>(v76) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v100) & 0x7fffffffu) > 0x7f800000u)) && (v76 < v100);
         let v102: i32 = select(0i, 1i, v101);
         let v103: bool = !(((bitcast<u32>(v76) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v100) & 0x7fffffffu) > 0x7f800000u)) && (v76 <= v100);
@@ -209,7 +235,7 @@ fn compare_float16_0_ew(
         let v167: i32 = v166 * 32i;
         let v168: i32 = v164 + v167;
         let out0_289: i32 = v168;
-        let v169: f32 = f32(f16(mimir_maximum_f32(v145, v146)));
+        let v169: f32 = f32(f16(mimir_round_f16(mimir_maximum_f32(v145, v146))));
         let v170: bool = !(((bitcast<u32>(v145) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v169) & 0x7fffffffu) > 0x7f800000u)) && (v145 < v169);
         let v171: i32 = select(0i, 1i, v170);
         let v172: bool = !(((bitcast<u32>(v145) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v169) & 0x7fffffffu) > 0x7f800000u)) && (v145 <= v169);
@@ -281,7 +307,7 @@ fn compare_float16_0_ew(
         let v236: i32 = v235 * 32i;
         let v237: i32 = v233 + v236;
         let out0_292: i32 = v237;
-        let v238: f32 = f32(f16(mimir_maximum_f32(v214, v215)));
+        let v238: f32 = f32(f16(mimir_round_f16(mimir_maximum_f32(v214, v215))));
         let v239: bool = !(((bitcast<u32>(v214) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v238) & 0x7fffffffu) > 0x7f800000u)) && (v214 < v238);
         let v240: i32 = select(0i, 1i, v239);
         let v241: bool = !(((bitcast<u32>(v214) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v238) & 0x7fffffffu) > 0x7f800000u)) && (v214 <= v238);
@@ -371,7 +397,7 @@ fn compare_float16_0_ew(
         let v322: i32 = v321 * 32i;
         let v323: i32 = v319 + v322;
         let out0_576: i32 = v323;
-        let v324: f32 = f32(f16(mimir_maximum_f32(v300, v301)));
+        let v324: f32 = f32(f16(mimir_round_f16(mimir_maximum_f32(v300, v301))));
         let v325: bool = !(((bitcast<u32>(v300) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v324) & 0x7fffffffu) > 0x7f800000u)) && (v300 < v324);
         let v326: i32 = select(0i, 1i, v325);
         let v327: bool = !(((bitcast<u32>(v300) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v324) & 0x7fffffffu) > 0x7f800000u)) && (v300 <= v324);
@@ -443,7 +469,7 @@ fn compare_float16_0_ew(
         let v391: i32 = v390 * 32i;
         let v392: i32 = v388 + v391;
         let out0_579: i32 = v392;
-        let v393: f32 = f32(f16(mimir_maximum_f32(v369, v370)));
+        let v393: f32 = f32(f16(mimir_round_f16(mimir_maximum_f32(v369, v370))));
         let v394: bool = !(((bitcast<u32>(v369) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v393) & 0x7fffffffu) > 0x7f800000u)) && (v369 < v393);
         let v395: i32 = select(0i, 1i, v394);
         let v396: bool = !(((bitcast<u32>(v369) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v393) & 0x7fffffffu) > 0x7f800000u)) && (v369 <= v393);
@@ -515,7 +541,7 @@ fn compare_float16_0_ew(
         let v460: i32 = v459 * 32i;
         let v461: i32 = v457 + v460;
         let out0_582: i32 = v461;
-        let v462: f32 = f32(f16(mimir_maximum_f32(v438, v439)));
+        let v462: f32 = f32(f16(mimir_round_f16(mimir_maximum_f32(v438, v439))));
         let v463: bool = !(((bitcast<u32>(v438) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v462) & 0x7fffffffu) > 0x7f800000u)) && (v438 < v462);
         let v464: i32 = select(0i, 1i, v463);
         let v465: bool = !(((bitcast<u32>(v438) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v462) & 0x7fffffffu) > 0x7f800000u)) && (v438 <= v462);
@@ -587,7 +613,7 @@ fn compare_float16_0_ew(
         let v529: i32 = v528 * 32i;
         let v530: i32 = v526 + v529;
         let out0_585: i32 = v530;
-        let v531: f32 = f32(f16(mimir_maximum_f32(v507, v508)));
+        let v531: f32 = f32(f16(mimir_round_f16(mimir_maximum_f32(v507, v508))));
         let v532: bool = !(((bitcast<u32>(v507) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v531) & 0x7fffffffu) > 0x7f800000u)) && (v507 < v531);
         let v533: i32 = select(0i, 1i, v532);
         let v534: bool = !(((bitcast<u32>(v507) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v531) & 0x7fffffffu) > 0x7f800000u)) && (v507 <= v531);
@@ -675,7 +701,7 @@ fn compare_float16_0_ew(
             let v611: i32 = v610 * 32i;
             let v612: i32 = v608 + v611;
             out0[i588] = v612;
-            let v613: f32 = f32(f16(mimir_maximum_f32(v589, v590)));
+            let v613: f32 = f32(f16(mimir_round_f16(mimir_maximum_f32(v589, v590))));
             let v614: bool = !(((bitcast<u32>(v589) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v613) & 0x7fffffffu) > 0x7f800000u)) && (v589 < v613);
             let v615: i32 = select(0i, 1i, v614);
             let v616: bool = !(((bitcast<u32>(v589) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v613) & 0x7fffffffu) > 0x7f800000u)) && (v589 <= v613);
@@ -750,7 +776,7 @@ fn compare_float16_0_ew(
             let v681: i32 = v680 * 32i;
             let v682: i32 = v678 + v681;
             out0[i658] = v682;
-            let v683: f32 = f32(f16(mimir_maximum_f32(v659, v660)));
+            let v683: f32 = f32(f16(mimir_round_f16(mimir_maximum_f32(v659, v660))));
             let v684: bool = !(((bitcast<u32>(v659) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v683) & 0x7fffffffu) > 0x7f800000u)) && (v659 < v683);
             let v685: i32 = select(0i, 1i, v684);
             let v686: bool = !(((bitcast<u32>(v659) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v683) & 0x7fffffffu) > 0x7f800000u)) && (v659 <= v683);
@@ -825,7 +851,7 @@ fn compare_float16_0_ew(
             let v751: i32 = v750 * 32i;
             let v752: i32 = v748 + v751;
             out0[i728] = v752;
-            let v753: f32 = f32(f16(mimir_maximum_f32(v729, v730)));
+            let v753: f32 = f32(f16(mimir_round_f16(mimir_maximum_f32(v729, v730))));
             let v754: bool = !(((bitcast<u32>(v729) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v753) & 0x7fffffffu) > 0x7f800000u)) && (v729 < v753);
             let v755: i32 = select(0i, 1i, v754);
             let v756: bool = !(((bitcast<u32>(v729) & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(v753) & 0x7fffffffu) > 0x7f800000u)) && (v729 <= v753);

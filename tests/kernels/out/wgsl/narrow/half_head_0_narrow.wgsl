@@ -13,6 +13,32 @@ struct Uniforms {
 var<workgroup> warp0: array<f32, 256>;
 var<workgroup> warp1: array<f32, 256>;
 
+fn mimir_round_f16(a: f32) -> f32 {
+    let bits: u32 = bitcast<u32>(a);
+    let sign: u32 = bits & 2147483648u;
+    let mag: u32 = bits & 2147483647u;
+    if (mag >= 2139095040u) {
+        return a;
+    }
+    if (mag >= 1199566848u) {
+        return bitcast<f32>(sign | 2139095040u);
+    }
+    if (mag >= 947912704u) {
+        return bitcast<f32>(sign | ((mag + 4095u + ((mag >> 13u) & 1u)) & 4294959104u));
+    }
+    if (mag <= 855638016u) {
+        return bitcast<f32>(sign);
+    }
+    let e: u32 = mag >> 23u;
+    let mant: u32 = (mag & 8388607u) | 8388608u;
+    let shift: u32 = 126u - e;
+    let q: u32 = mant >> shift;
+    let rem: u32 = mant & ((1u << shift) - 1u);
+    let halfway: u32 = 1u << (shift - 1u);
+    let rounded: u32 = q + select(0u, 1u, (rem > halfway) || ((rem == halfway) && ((q & 1u) != 0u)));
+    return bitcast<f32>(sign | bitcast<u32>(f32(rounded) * 5.9604645e-08f));
+}
+
 @compute @workgroup_size(256, 1, 1)
 fn half_head_0_narrow(
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -47,8 +73,8 @@ fn half_head_0_narrow(
     let total13: f32 = warp1[lid.x - (lid.x & 7u)] + warp1[lid.x - (lid.x & 7u) + 1u] + warp1[lid.x - (lid.x & 7u) + 2u] + warp1[lid.x - (lid.x & 7u) + 3u] + warp1[lid.x - (lid.x & 7u) + 4u] + warp1[lid.x - (lid.x & 7u) + 5u] + warp1[lid.x - (lid.x & 7u) + 6u] + warp1[lid.x - (lid.x & 7u) + 7u];
     if ((lane2 == 0u) && (row1 < u.N)) {
         let i14: u32 = row1 * 2u;
-        out[i14] = f16(f32(f16(total12)));
+        out[i14] = f16(mimir_round_f16(f32(f16(mimir_round_f16(total12)))));
         let i15: u32 = row1 * 2u + 1u;
-        out[i15] = f16(f32(f16(total13)));
+        out[i15] = f16(mimir_round_f16(f32(f16(mimir_round_f16(total13)))));
     }
 }

@@ -17,6 +17,32 @@ var<workgroup> warp1: array<f32, 256>;
 var<workgroup> warp2: array<i32, 256>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
+fn mimir_round_f16(a: f32) -> f32 {
+    let bits: u32 = bitcast<u32>(a);
+    let sign: u32 = bits & 2147483648u;
+    let mag: u32 = bits & 2147483647u;
+    if (mag >= 2139095040u) {
+        return a;
+    }
+    if (mag >= 1199566848u) {
+        return bitcast<f32>(sign | 2139095040u);
+    }
+    if (mag >= 947912704u) {
+        return bitcast<f32>(sign | ((mag + 4095u + ((mag >> 13u) & 1u)) & 4294959104u));
+    }
+    if (mag <= 855638016u) {
+        return bitcast<f32>(sign);
+    }
+    let e: u32 = mag >> 23u;
+    let mant: u32 = (mag & 8388607u) | 8388608u;
+    let shift: u32 = 126u - e;
+    let q: u32 = mant >> shift;
+    let rem: u32 = mant & ((1u << shift) - 1u);
+    let halfway: u32 = 1u << (shift - 1u);
+    let rounded: u32 = q + select(0u, 1u, (rem > halfway) || ((rem == halfway) && ((q & 1u) != 0u)));
+    return bitcast<f32>(sign | bitcast<u32>(f32(rounded) * 5.9604645e-08f));
+}
+
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
         return a;
@@ -74,12 +100,12 @@ fn half_head_and_positives_0_narrow(
     workgroupBarrier();
     let folded18: f32 = mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(mimir_maximum_f32(warp0[lid.x - (lid.x & 7u)], warp0[lid.x - (lid.x & 7u) + 1u]), warp0[lid.x - (lid.x & 7u) + 2u]), warp0[lid.x - (lid.x & 7u) + 3u]), warp0[lid.x - (lid.x & 7u) + 4u]), warp0[lid.x - (lid.x & 7u) + 5u]), warp0[lid.x - (lid.x & 7u) + 6u]), warp0[lid.x - (lid.x & 7u) + 7u]);
     if ((lane2 == 0u) && (row1 < u.N)) {
-        let row_total19: f32 = f32(f16(folded18));
+        let row_total19: f32 = f32(f16(mimir_round_f16(folded18)));
         let i20: u32 = row1 * 2u;
-        out0[i20] = f16(f32(f16(total15)));
+        out0[i20] = f16(mimir_round_f16(f32(f16(mimir_round_f16(total15)))));
         let i21: u32 = row1 * 2u + 1u;
-        out0[i21] = f16(f32(f16(total16)));
+        out0[i21] = f16(mimir_round_f16(f32(f16(mimir_round_f16(total16)))));
         out1[row1] = folded17;
-        out2[row1] = f16(row_total19);
+        out2[row1] = f16(mimir_round_f16(row_total19));
     }
 }

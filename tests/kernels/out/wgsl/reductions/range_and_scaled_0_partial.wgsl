@@ -20,6 +20,32 @@ var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
+fn mimir_round_f16(a: f32) -> f32 {
+    let bits: u32 = bitcast<u32>(a);
+    let sign: u32 = bits & 2147483648u;
+    let mag: u32 = bits & 2147483647u;
+    if (mag >= 2139095040u) {
+        return a;
+    }
+    if (mag >= 1199566848u) {
+        return bitcast<f32>(sign | 2139095040u);
+    }
+    if (mag >= 947912704u) {
+        return bitcast<f32>(sign | ((mag + 4095u + ((mag >> 13u) & 1u)) & 4294959104u));
+    }
+    if (mag <= 855638016u) {
+        return bitcast<f32>(sign);
+    }
+    let e: u32 = mag >> 23u;
+    let mant: u32 = (mag & 8388607u) | 8388608u;
+    let shift: u32 = 126u - e;
+    let q: u32 = mant >> shift;
+    let rem: u32 = mant & ((1u << shift) - 1u);
+    let halfway: u32 = 1u << (shift - 1u);
+    let rounded: u32 = q + select(0u, 1u, (rem > halfway) || ((rem == halfway) && ((q & 1u) != 0u)));
+    return bitcast<f32>(sign | bitcast<u32>(f32(rounded) * 5.9604645e-08f));
+}
+
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
         return a;
@@ -68,32 +94,32 @@ fn range_and_scaled_0_partial(
         let v10: f32 = x[r9];
         let v12: f32 = f32(h[r9]);
         let v13: f32 = fma(v10, 0.5f, v12);
-        let v14: f32 = f32(f16(v13));
-        out2[r9] = f16(v14);
+        let v14: f32 = f32(f16(mimir_round_f16(v13)));
+        out2[r9] = f16(mimir_round_f16(v14));
         acc4 = mimir_maximum_f32(acc4, v10);
         acc5 = mimir_minimum_f32(acc5, v10);
         acc6 = acc6 + v12;
         let v17: f32 = x[r9 + 128u];
         let v19: f32 = f32(h[r9 + 128u]);
         let v20: f32 = fma(v17, 0.5f, v19);
-        let v21: f32 = f32(f16(v20));
-        out2[r9 + 128u] = f16(v21);
+        let v21: f32 = f32(f16(mimir_round_f16(v20)));
+        out2[r9 + 128u] = f16(mimir_round_f16(v21));
         acc4 = mimir_maximum_f32(acc4, v17);
         acc5 = mimir_minimum_f32(acc5, v17);
         acc6 = acc6 + v19;
         let v24: f32 = x[r9 + 256u];
         let v26: f32 = f32(h[r9 + 256u]);
         let v27: f32 = fma(v24, 0.5f, v26);
-        let v28: f32 = f32(f16(v27));
-        out2[r9 + 256u] = f16(v28);
+        let v28: f32 = f32(f16(mimir_round_f16(v27)));
+        out2[r9 + 256u] = f16(mimir_round_f16(v28));
         acc4 = mimir_maximum_f32(acc4, v24);
         acc5 = mimir_minimum_f32(acc5, v24);
         acc6 = acc6 + v26;
         let v31: f32 = x[r9 + 384u];
         let v33: f32 = f32(h[r9 + 384u]);
         let v34: f32 = fma(v31, 0.5f, v33);
-        let v35: f32 = f32(f16(v34));
-        out2[r9 + 384u] = f16(v35);
+        let v35: f32 = f32(f16(mimir_round_f16(v34)));
+        out2[r9 + 384u] = f16(mimir_round_f16(v35));
         acc4 = mimir_maximum_f32(acc4, v31);
         acc5 = mimir_minimum_f32(acc5, v31);
         acc6 = acc6 + v33;
@@ -103,8 +129,8 @@ fn range_and_scaled_0_partial(
         let v39: f32 = x[r38];
         let v41: f32 = f32(h[r38]);
         let v42: f32 = fma(v39, 0.5f, v41);
-        let v43: f32 = f32(f16(v42));
-        out2[r38] = f16(v43);
+        let v43: f32 = f32(f16(mimir_round_f16(v42)));
+        out2[r38] = f16(mimir_round_f16(v43));
         acc4 = mimir_maximum_f32(acc4, v39);
         acc5 = mimir_minimum_f32(acc5, v39);
         acc6 = acc6 + v41;

@@ -11,6 +11,32 @@ struct Uniforms {
 var<workgroup> warp0: array<f32, 32>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
+fn mimir_round_f16(a: f32) -> f32 {
+    let bits: u32 = bitcast<u32>(a);
+    let sign: u32 = bits & 2147483648u;
+    let mag: u32 = bits & 2147483647u;
+    if (mag >= 2139095040u) {
+        return a;
+    }
+    if (mag >= 1199566848u) {
+        return bitcast<f32>(sign | 2139095040u);
+    }
+    if (mag >= 947912704u) {
+        return bitcast<f32>(sign | ((mag + 4095u + ((mag >> 13u) & 1u)) & 4294959104u));
+    }
+    if (mag <= 855638016u) {
+        return bitcast<f32>(sign);
+    }
+    let e: u32 = mag >> 23u;
+    let mant: u32 = (mag & 8388607u) | 8388608u;
+    let shift: u32 = 126u - e;
+    let q: u32 = mant >> shift;
+    let rem: u32 = mant & ((1u << shift) - 1u);
+    let halfway: u32 = 1u << (shift - 1u);
+    let rounded: u32 = q + select(0u, 1u, (rem > halfway) || ((rem == halfway) && ((q & 1u) != 0u)));
+    return bitcast<f32>(sign | bitcast<u32>(f32(rounded) * 5.9604645e-08f));
+}
+
 fn mimir_maximum_f32(a: f32, b: f32) -> f32 {
     if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
         return a;
@@ -94,52 +120,52 @@ fn max_shifted_half_0_row(
     }
     workgroupBarrier();
     let warp23: f32 = warp0[lid.x - (lid.x & 31u)];
-    let total24: f32 = f32(f16(warp23));
+    let total24: f32 = f32(f16(mimir_round_f16(warp23)));
     let r25: u32 = lid.x << 2u;
     var rest26: u32 = r25;
     for (var r27: u32 = r25; r27 < 0u; r27 += 256u) {
         let i28: u32 = base1 + r27;
         let v29: f32 = f32(x[i28]);
-        let v30: f32 = f32(f16(v29 - total24));
-        out[i28] = f16(v30);
+        let v30: f32 = f32(f16(mimir_round_f16(v29 - total24)));
+        out[i28] = f16(mimir_round_f16(v30));
         let v31: f32 = f32(x[i28 + 1u]);
-        let v32: f32 = f32(f16(v31 - total24));
-        out[i28 + 1u] = f16(v32);
+        let v32: f32 = f32(f16(mimir_round_f16(v31 - total24)));
+        out[i28 + 1u] = f16(mimir_round_f16(v32));
         let v33: f32 = f32(x[i28 + 2u]);
-        let v34: f32 = f32(f16(v33 - total24));
-        out[i28 + 2u] = f16(v34);
+        let v34: f32 = f32(f16(mimir_round_f16(v33 - total24)));
+        out[i28 + 2u] = f16(mimir_round_f16(v34));
         let v35: f32 = f32(x[i28 + 3u]);
-        let v36: f32 = f32(f16(v35 - total24));
-        out[i28 + 3u] = f16(v36);
+        let v36: f32 = f32(f16(mimir_round_f16(v35 - total24)));
+        out[i28 + 3u] = f16(mimir_round_f16(v36));
         let r37: u32 = r27 + 128u;
         let i38: u32 = base1 + r37;
         let v39: f32 = f32(x[i38]);
-        let v40: f32 = f32(f16(v39 - total24));
-        out[i38] = f16(v40);
+        let v40: f32 = f32(f16(mimir_round_f16(v39 - total24)));
+        out[i38] = f16(mimir_round_f16(v40));
         let v41: f32 = f32(x[i38 + 1u]);
-        let v42: f32 = f32(f16(v41 - total24));
-        out[i38 + 1u] = f16(v42);
+        let v42: f32 = f32(f16(mimir_round_f16(v41 - total24)));
+        out[i38 + 1u] = f16(mimir_round_f16(v42));
         let v43: f32 = f32(x[i38 + 2u]);
-        let v44: f32 = f32(f16(v43 - total24));
-        out[i38 + 2u] = f16(v44);
+        let v44: f32 = f32(f16(mimir_round_f16(v43 - total24)));
+        out[i38 + 2u] = f16(mimir_round_f16(v44));
         let v45: f32 = f32(x[i38 + 3u]);
-        let v46: f32 = f32(f16(v45 - total24));
-        out[i38 + 3u] = f16(v46);
+        let v46: f32 = f32(f16(mimir_round_f16(v45 - total24)));
+        out[i38 + 3u] = f16(mimir_round_f16(v46));
         rest26 = r27 + 256u;
     }
     for (var r47: u32 = rest26; r47 < 40u; r47 += 128u) {
         let i48: u32 = base1 + r47;
         let v49: f32 = f32(x[i48]);
-        let v50: f32 = f32(f16(v49 - total24));
-        out[i48] = f16(v50);
+        let v50: f32 = f32(f16(mimir_round_f16(v49 - total24)));
+        out[i48] = f16(mimir_round_f16(v50));
         let v51: f32 = f32(x[i48 + 1u]);
-        let v52: f32 = f32(f16(v51 - total24));
-        out[i48 + 1u] = f16(v52);
+        let v52: f32 = f32(f16(mimir_round_f16(v51 - total24)));
+        out[i48 + 1u] = f16(mimir_round_f16(v52));
         let v53: f32 = f32(x[i48 + 2u]);
-        let v54: f32 = f32(f16(v53 - total24));
-        out[i48 + 2u] = f16(v54);
+        let v54: f32 = f32(f16(mimir_round_f16(v53 - total24)));
+        out[i48 + 2u] = f16(mimir_round_f16(v54));
         let v55: f32 = f32(x[i48 + 3u]);
-        let v56: f32 = f32(f16(v55 - total24));
-        out[i48 + 3u] = f16(v56);
+        let v56: f32 = f32(f16(mimir_round_f16(v55 - total24)));
+        out[i48 + 3u] = f16(mimir_round_f16(v56));
     }
 }

@@ -12,6 +12,32 @@ var<workgroup> warp0: array<f32, 32>;
 var<workgroup> warp1: array<f32, 32>;
 var<private> inf_bits: u32 = 0x7f800000u;
 
+fn mimir_round_f16(a: f32) -> f32 {
+    let bits: u32 = bitcast<u32>(a);
+    let sign: u32 = bits & 2147483648u;
+    let mag: u32 = bits & 2147483647u;
+    if (mag >= 2139095040u) {
+        return a;
+    }
+    if (mag >= 1199566848u) {
+        return bitcast<f32>(sign | 2139095040u);
+    }
+    if (mag >= 947912704u) {
+        return bitcast<f32>(sign | ((mag + 4095u + ((mag >> 13u) & 1u)) & 4294959104u));
+    }
+    if (mag <= 855638016u) {
+        return bitcast<f32>(sign);
+    }
+    let e: u32 = mag >> 23u;
+    let mant: u32 = (mag & 8388607u) | 8388608u;
+    let shift: u32 = 126u - e;
+    let q: u32 = mant >> shift;
+    let rem: u32 = mant & ((1u << shift) - 1u);
+    let halfway: u32 = 1u << (shift - 1u);
+    let rounded: u32 = q + select(0u, 1u, (rem > halfway) || ((rem == halfway) && ((q & 1u) != 0u)));
+    return bitcast<f32>(sign | bitcast<u32>(f32(rounded) * 5.9604645e-08f));
+}
+
 @compute @workgroup_size(32, 1, 1)
 fn softmax_short_half_0_softmax(
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -94,11 +120,11 @@ fn softmax_short_half_0_softmax(
     }
     workgroupBarrier();
     let warp17: f32 = warp1[lid.x - (lid.x & 31u)];
-    let y18: f32 = f32(f16(e13 / warp17));
-    out[i2] = f16(y18);
+    let y18: f32 = f32(f16(mimir_round_f16(e13 / warp17)));
+    out[i2] = f16(mimir_round_f16(y18));
     if (j4 < 40u) {
         let i19: u32 = base1 + j4;
-        let y20: f32 = f32(f16(e14 / warp17));
-        out[i19] = f16(y20);
+        let y20: f32 = f32(f16(mimir_round_f16(e14 / warp17)));
+        out[i19] = f16(mimir_round_f16(y20));
     }
 }

@@ -10,6 +10,32 @@ struct Uniforms {
 @group(0) @binding(2) var<uniform> u: Uniforms;
 var<workgroup> scan: array<f32, 256>;
 
+fn mimir_round_f16(a: f32) -> f32 {
+    let bits: u32 = bitcast<u32>(a);
+    let sign: u32 = bits & 2147483648u;
+    let mag: u32 = bits & 2147483647u;
+    if (mag >= 2139095040u) {
+        return a;
+    }
+    if (mag >= 1199566848u) {
+        return bitcast<f32>(sign | 2139095040u);
+    }
+    if (mag >= 947912704u) {
+        return bitcast<f32>(sign | ((mag + 4095u + ((mag >> 13u) & 1u)) & 4294959104u));
+    }
+    if (mag <= 855638016u) {
+        return bitcast<f32>(sign);
+    }
+    let e: u32 = mag >> 23u;
+    let mant: u32 = (mag & 8388607u) | 8388608u;
+    let shift: u32 = 126u - e;
+    let q: u32 = mant >> shift;
+    let rem: u32 = mant & ((1u << shift) - 1u);
+    let halfway: u32 = 1u << (shift - 1u);
+    let rounded: u32 = q + select(0u, 1u, (rem > halfway) || ((rem == halfway) && ((q & 1u) != 0u)));
+    return bitcast<f32>(sign | bitcast<u32>(f32(rounded) * 5.9604645e-08f));
+}
+
 @compute @workgroup_size(256, 1, 1)
 fn flattened_half_0_scan(@builtin(local_invocation_id) lid: vec3<u32>) {
     var carry0: f32 = 0.0f;
@@ -129,7 +155,7 @@ fn flattened_half_0_scan(@builtin(local_invocation_id) lid: vec3<u32>) {
         workgroupBarrier();
         let scanned50: f32 = carry0 + scan[lid.x];
         if (j2 < u.N * 2u) {
-            let y51: f32 = f32(f16(scanned50));
+            let y51: f32 = f32(f16(mimir_round_f16(scanned50)));
             out[j2] = y51;
         }
         let chunk52: f32 = scan[255u];

@@ -10,6 +10,32 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read_write> out: array<f16>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
 
+fn mimir_round_f16(a: f32) -> f32 {
+    let bits: u32 = bitcast<u32>(a);
+    let sign: u32 = bits & 2147483648u;
+    let mag: u32 = bits & 2147483647u;
+    if (mag >= 2139095040u) {
+        return a;
+    }
+    if (mag >= 1199566848u) {
+        return bitcast<f32>(sign | 2139095040u);
+    }
+    if (mag >= 947912704u) {
+        return bitcast<f32>(sign | ((mag + 4095u + ((mag >> 13u) & 1u)) & 4294959104u));
+    }
+    if (mag <= 855638016u) {
+        return bitcast<f32>(sign);
+    }
+    let e: u32 = mag >> 23u;
+    let mant: u32 = (mag & 8388607u) | 8388608u;
+    let shift: u32 = 126u - e;
+    let q: u32 = mant >> shift;
+    let rem: u32 = mant & ((1u << shift) - 1u);
+    let halfway: u32 = 1u << (shift - 1u);
+    let rounded: u32 = q + select(0u, 1u, (rem > halfway) || ((rem == halfway) && ((q & 1u) != 0u)));
+    return bitcast<f32>(sign | bitcast<u32>(f32(rounded) * 5.9604645e-08f));
+}
+
 fn mimir_tanh(a: f32) -> f32 {
     if (((bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)) {
         return a;
@@ -36,12 +62,12 @@ fn half_math_0_ew(
     if (i1 < u.N) {
         let v2: f32 = f32(x[i1]);
         let v3: f32 = f32(y[i1]);
-        let v4: f32 = f32(f16(v2 * v3));
-        let v5: f32 = f32(f16(v4 + 0.099975586f));
-        let v6: f32 = f32(f16(mimir_tanh(v5)));
+        let v4: f32 = f32(f16(mimir_round_f16(v2 * v3)));
+        let v5: f32 = f32(f16(mimir_round_f16(v4 + 0.099975586f)));
+        let v6: f32 = f32(f16(mimir_round_f16(mimir_tanh(v5))));
         let v7: f32 = mimir_sigmoid(v2);
-        let v8: f32 = f32(f16(v7));
-        let v9: f32 = f32(f16(v6 + v8));
-        out[i1] = f16(v9);
+        let v8: f32 = f32(f16(mimir_round_f16(v7)));
+        let v9: f32 = f32(f16(mimir_round_f16(v6 + v8)));
+        out[i1] = f16(mimir_round_f16(v9));
     }
 }

@@ -10,6 +10,32 @@ struct Uniforms {
 @group(0) @binding(2) var<storage, read_write> out: array<f16>;
 @group(0) @binding(3) var<uniform> u: Uniforms;
 
+fn mimir_round_f16(a: f32) -> f32 {
+    let bits: u32 = bitcast<u32>(a);
+    let sign: u32 = bits & 2147483648u;
+    let mag: u32 = bits & 2147483647u;
+    if (mag >= 2139095040u) {
+        return a;
+    }
+    if (mag >= 1199566848u) {
+        return bitcast<f32>(sign | 2139095040u);
+    }
+    if (mag >= 947912704u) {
+        return bitcast<f32>(sign | ((mag + 4095u + ((mag >> 13u) & 1u)) & 4294959104u));
+    }
+    if (mag <= 855638016u) {
+        return bitcast<f32>(sign);
+    }
+    let e: u32 = mag >> 23u;
+    let mant: u32 = (mag & 8388607u) | 8388608u;
+    let shift: u32 = 126u - e;
+    let q: u32 = mant >> shift;
+    let rem: u32 = mant & ((1u << shift) - 1u);
+    let halfway: u32 = 1u << (shift - 1u);
+    let rounded: u32 = q + select(0u, 1u, (rem > halfway) || ((rem == halfway) && ((q & 1u) != 0u)));
+    return bitcast<f32>(sign | bitcast<u32>(f32(rounded) * 5.9604645e-08f));
+}
+
 @compute @workgroup_size(256, 1, 1)
 fn half_rows_0_ew(
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -57,7 +83,7 @@ fn half_rows_0_ew(
         let v37: f32 = f32(x[i36]);
         let v38: f32 = f32(w[44u]);
         let dot39: f32 = fma(v37, v38, fma(v34, v35, fma(v31, v32, fma(v28, v29, fma(v25, v26, fma(v22, v23, fma(v19, v20, fma(v16, v17, fma(v13, v14, fma(v10, v11, fma(v4, v5, v7 * v8)))))))))));
-        let v40: f32 = f32(f16(dot39));
+        let v40: f32 = f32(f16(mimir_round_f16(dot39)));
         let i41: u32 = base2 + 1u;
         let v42: f32 = f32(w[1u]);
         let v43: f32 = f32(w[5u]);
@@ -72,7 +98,7 @@ fn half_rows_0_ew(
         let v52: f32 = f32(w[41u]);
         let v53: f32 = f32(w[45u]);
         let dot54: f32 = fma(v37, v53, fma(v34, v52, fma(v31, v51, fma(v28, v50, fma(v25, v49, fma(v22, v48, fma(v19, v47, fma(v16, v46, fma(v13, v45, fma(v10, v44, fma(v4, v42, v7 * v43)))))))))));
-        let v55: f32 = f32(f16(dot54));
+        let v55: f32 = f32(f16(mimir_round_f16(dot54)));
         let i56: u32 = base2 + 2u;
         let v57: f32 = f32(w[2u]);
         let v58: f32 = f32(w[6u]);
@@ -87,7 +113,7 @@ fn half_rows_0_ew(
         let v67: f32 = f32(w[42u]);
         let v68: f32 = f32(w[46u]);
         let dot69: f32 = fma(v37, v68, fma(v34, v67, fma(v31, v66, fma(v28, v65, fma(v25, v64, fma(v22, v63, fma(v19, v62, fma(v16, v61, fma(v13, v60, fma(v10, v59, fma(v4, v57, v7 * v58)))))))))));
-        let v70: f32 = f32(f16(dot69));
+        let v70: f32 = f32(f16(mimir_round_f16(dot69)));
         let i71: u32 = base2 + 3u;
         let v72: f32 = f32(w[3u]);
         let v73: f32 = f32(w[7u]);
@@ -102,10 +128,10 @@ fn half_rows_0_ew(
         let v82: f32 = f32(w[43u]);
         let v83: f32 = f32(w[47u]);
         let dot84: f32 = fma(v37, v83, fma(v34, v82, fma(v31, v81, fma(v28, v80, fma(v25, v79, fma(v22, v78, fma(v19, v77, fma(v16, v76, fma(v13, v75, fma(v10, v74, fma(v4, v72, v7 * v73)))))))))));
-        let v85: f32 = f32(f16(dot84));
-        out[base2] = f16(v40);
-        out[i41] = f16(v55);
-        out[i56] = f16(v70);
-        out[i71] = f16(v85);
+        let v85: f32 = f32(f16(mimir_round_f16(dot84)));
+        out[base2] = f16(mimir_round_f16(v40));
+        out[i41] = f16(mimir_round_f16(v55));
+        out[i56] = f16(mimir_round_f16(v70));
+        out[i71] = f16(mimir_round_f16(v85));
     }
 }

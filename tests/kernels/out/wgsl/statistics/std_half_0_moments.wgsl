@@ -15,6 +15,32 @@ var<workgroup> warp0: array<f32, 128>;
 var<workgroup> warp1: array<f32, 128>;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
+fn mimir_round_f16(a: f32) -> f32 {
+    let bits: u32 = bitcast<u32>(a);
+    let sign: u32 = bits & 2147483648u;
+    let mag: u32 = bits & 2147483647u;
+    if (mag >= 2139095040u) {
+        return a;
+    }
+    if (mag >= 1199566848u) {
+        return bitcast<f32>(sign | 2139095040u);
+    }
+    if (mag >= 947912704u) {
+        return bitcast<f32>(sign | ((mag + 4095u + ((mag >> 13u) & 1u)) & 4294959104u));
+    }
+    if (mag <= 855638016u) {
+        return bitcast<f32>(sign);
+    }
+    let e: u32 = mag >> 23u;
+    let mant: u32 = (mag & 8388607u) | 8388608u;
+    let shift: u32 = 126u - e;
+    let q: u32 = mant >> shift;
+    let rem: u32 = mant & ((1u << shift) - 1u);
+    let halfway: u32 = 1u << (shift - 1u);
+    let rounded: u32 = q + select(0u, 1u, (rem > halfway) || ((rem == halfway) && ((q & 1u) != 0u)));
+    return bitcast<f32>(sign | bitcast<u32>(f32(rounded) * 5.9604645e-08f));
+}
+
 fn mimir_sqrt(a: f32) -> f32 {
     if (a < 0.0f) {
         return bitcast<f32>(nan_bits);
@@ -39,23 +65,23 @@ fn std_half_0_moments(
     for (var r5: u32 = lid.x; r5 < last3; r5 += 512u) {
         let i6: u32 = base1 + r5;
         let v7: f32 = f32(x[i6]);
-        let v8: f32 = f32(f16(v7 + 1e+02f));
+        let v8: f32 = f32(f16(mimir_round_f16(v7 + 1e+02f)));
         acc2 = acc2 + v8;
         let v9: f32 = f32(x[i6 + 128u]);
-        let v10: f32 = f32(f16(v9 + 1e+02f));
+        let v10: f32 = f32(f16(mimir_round_f16(v9 + 1e+02f)));
         acc2 = acc2 + v10;
         let v11: f32 = f32(x[i6 + 256u]);
-        let v12: f32 = f32(f16(v11 + 1e+02f));
+        let v12: f32 = f32(f16(mimir_round_f16(v11 + 1e+02f)));
         acc2 = acc2 + v12;
         let v13: f32 = f32(x[i6 + 384u]);
-        let v14: f32 = f32(f16(v13 + 1e+02f));
+        let v14: f32 = f32(f16(mimir_round_f16(v13 + 1e+02f)));
         acc2 = acc2 + v14;
         rest4 = r5 + 512u;
     }
     for (var r15: u32 = rest4; r15 < u.C; r15 += 128u) {
         let i16: u32 = base1 + r15;
         let v17: f32 = f32(x[i16]);
-        let v18: f32 = f32(f16(v17 + 1e+02f));
+        let v18: f32 = f32(f16(mimir_round_f16(v17 + 1e+02f)));
         acc2 = acc2 + v18;
     }
     warp0[lid.x] = acc2;
@@ -96,19 +122,19 @@ fn std_half_0_moments(
     for (var r26: u32 = lid.x; r26 < last24; r26 += 512u) {
         let i27: u32 = base1 + r26;
         let v28: f32 = f32(x[i27]);
-        let v29: f32 = f32(f16(v28 + 1e+02f));
+        let v29: f32 = f32(f16(mimir_round_f16(v28 + 1e+02f)));
         let d30: f32 = v29 - mean22;
         acc23 = fma(d30, d30, acc23);
         let v31: f32 = f32(x[i27 + 128u]);
-        let v32: f32 = f32(f16(v31 + 1e+02f));
+        let v32: f32 = f32(f16(mimir_round_f16(v31 + 1e+02f)));
         let d33: f32 = v32 - mean22;
         acc23 = fma(d33, d33, acc23);
         let v34: f32 = f32(x[i27 + 256u]);
-        let v35: f32 = f32(f16(v34 + 1e+02f));
+        let v35: f32 = f32(f16(mimir_round_f16(v34 + 1e+02f)));
         let d36: f32 = v35 - mean22;
         acc23 = fma(d36, d36, acc23);
         let v37: f32 = f32(x[i27 + 384u]);
-        let v38: f32 = f32(f16(v37 + 1e+02f));
+        let v38: f32 = f32(f16(mimir_round_f16(v37 + 1e+02f)));
         let d39: f32 = v38 - mean22;
         acc23 = fma(d39, d39, acc23);
         rest25 = r26 + 512u;
@@ -116,7 +142,7 @@ fn std_half_0_moments(
     for (var r40: u32 = rest25; r40 < u.C; r40 += 128u) {
         let i41: u32 = base1 + r40;
         let v42: f32 = f32(x[i41]);
-        let v43: f32 = f32(f16(v42 + 1e+02f));
+        let v43: f32 = f32(f16(mimir_round_f16(v42 + 1e+02f)));
         let d44: f32 = v43 - mean22;
         acc23 = fma(d44, d44, acc23);
     }
@@ -154,7 +180,7 @@ fn std_half_0_moments(
     let var48: f32 = total47 / f32(u.C);
     let std49: f32 = mimir_sqrt(var48);
     if (lid.x == 0u) {
-        let total50: f32 = f32(f16(std49));
-        out[g0] = f16(total50);
+        let total50: f32 = f32(f16(mimir_round_f16(std49)));
+        out[g0] = f16(mimir_round_f16(total50));
     }
 }
