@@ -628,7 +628,7 @@ class Emitter:
         accuracy = mathlib.accuracy(name, self.math)
         # (the comment names the module by the path it had when the snapshots were made:
         # emitted kernels stay byte-identical; it lives in `backends/ptx/mathlib.py`)
-        self.comment(f"{name}: mimir.codegen.ptx.mathlib, {self.math} math ({accuracy})")
+        self.comment(f"{name}: mimir.codegen.backends.ptx.mathlib, {self.math} math ({accuracy})")
         starts = {skip.start: skip for skip in seq.skips}
         ends: dict[int, str] = {}
         kinds = {op.dst: op.kind for op in seq.ops}
