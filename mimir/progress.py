@@ -7,9 +7,10 @@
         bar.note("conv1d: ok")        # a line of its own, above the bar
 
 The bar appears only when stderr is a terminal and the run has lasted `delay` seconds
-(a quick command draws nothing), and is cleared when the block ends, so the command's
-own output is what stays. `note` writes its line on every stream (a terminal or a log):
-it is how a command says what it finished, one line per item, wherever stderr goes.
+(a quick command draws nothing; `MIMIR_PROGRESS_DELAY` sets it), and is cleared when the
+block ends, so the command's own output is what stays. `note` writes its line on every
+stream (a terminal or a log): it is how a command says what it finished, one line per
+item, wherever stderr goes.
 `CI` in the environment turns the bar off, as it does for `mimir check`.
 """
 
@@ -38,10 +39,12 @@ class Bar:
     """A progress bar over `total` steps (see the module docstring)."""
 
     def __init__(
-        self, label: str, total: int, *, delay: float = 0.5, show: bool | None = None
+        self, label: str, total: int, *, delay: float | None = None, show: bool | None = None
     ) -> None:
         self.label = label
         self.total = total
+        if delay is None:  # `MIMIR_PROGRESS_DELAY=0` draws at once (the tests do)
+            delay = float(os.environ.get("MIMIR_PROGRESS_DELAY", "0.5"))
         self.delay = delay
         self.show = wants_bar() if show is None else show
         self.start = time.monotonic()
@@ -124,4 +127,7 @@ class Bar:
             )
             self._progress.start()
             self._task = self._progress.add_task("", total=self.total)
-        self._progress.update(self._task, completed=self.done, description=self.current)
+        # `total` may be learnt after the bar began (compile-gpu counts its functions first)
+        self._progress.update(
+            self._task, total=self.total, completed=self.done, description=self.current
+        )

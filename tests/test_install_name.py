@@ -45,6 +45,8 @@ def test_the_distribution_is_named_mimir_kernels() -> None:
 def test_no_file_tells_anyone_to_install_the_other_mimir() -> None:
     wrong = []
     for path in _tracked_text_files():
+        if path == Path(__file__).resolve():
+            continue  # the patterns above, spelled out
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:

@@ -27,7 +27,10 @@ KERNELS = "from mimir.array import Dim, Tensor, float32, gpu\n\nN = Dim('N')\n" 
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "CI"}  # CI turns bars off
-    env.update(TERM="xterm-256color", COLUMNS="120", XDG_RUNTIME_DIR="/tmp")
+    # the bar from the first step, however fast this machine compiles
+    env.update(
+        TERM="xterm-256color", COLUMNS="120", XDG_RUNTIME_DIR="/tmp", MIMIR_PROGRESS_DELAY="0"
+    )
     return env
 
 

@@ -61,6 +61,10 @@ class MimirError(Exception):
         self.message = message
 
 
+# Users import and catch it as `mimir.array.MimirError`, and a traceback names it so.
+MimirError.__module__ = "mimir.array"
+
+
 def in_kernel() -> bool:
     return BINDINGS.get() is not None
 
