@@ -41,6 +41,7 @@ PAGES = [
     "js/README.md",
     "docs/editors.md",
     "docs/ci.md",
+    "docs/compiling.md",
 ]
 # what each page's runnable blocks use beyond Python
 NEEDS = {
