@@ -469,6 +469,43 @@ def test_wgsl_binding_access_must_match_the_shader(wgpu_runner: Any, tmp_path: P
         wgpu_runner.run_manifest(manifest, tmp_path, inputs, {"N": 8}, {"scale": 1.0})
 
 
+def test_a_kernel_run_again_at_other_sizes_is_not_compiled_again(
+    wgpu_runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pipelines are kept per process by the module's bytes, entry point and bindings: the
+    same kernel at three sizes compiles once; other code, or the same code under a binding
+    that disagrees with it, is compiled (and refused) afresh."""
+    monkeypatch.setattr(wgpu_runner, "_PIPELINES", type(wgpu_runner._PIPELINES)())
+    made: list[str] = []
+    real = wgpu_runner._pipeline
+    monkeypatch.setattr(
+        wgpu_runner,
+        "_pipeline",
+        lambda wgpu, device, module, kernel, manifest: (
+            made.append(kernel["entry_point"]) or real(wgpu, device, module, kernel, manifest)
+        ),
+    )
+    (tmp_path / "add.wgsl").write_text(ADD_WGSL)
+    manifest = _add_manifest("add.wgsl", "wgsl")
+    for n in (1, 65, 1000):
+        inputs = random_inputs(manifest, {"N": n}, seed=n)
+        out = wgpu_runner.run_manifest(manifest, tmp_path, inputs, {"N": n}, {"scale": 2.0})
+        want = [_f32(_f32(x + y) * 2.0) for x, y in zip(inputs["a"], inputs["b"], strict=True)]
+        assert out["out"] == want
+    assert made == ["add"]
+
+    (tmp_path / "add.wgsl").write_text(ADD_WGSL.replace("* params.scale", "- params.scale"))
+    inputs = random_inputs(manifest, {"N": 5}, seed=5)
+    out = wgpu_runner.run_manifest(manifest, tmp_path, inputs, {"N": 5}, {"scale": 2.0})
+    pairs = zip(inputs["a"], inputs["b"], strict=True)
+    assert out["out"] == [_f32(_f32(x + y) - 2.0) for x, y in pairs]
+    assert made == ["add", "add"]
+
+    manifest["kernels"][0]["bindings"][2]["access"] = "read"  # the shader writes `out`
+    with pytest.raises(mf.ManifestError, match="does not match its manifest"):
+        wgpu_runner.run_manifest(manifest, tmp_path, inputs, {"N": 5}, {"scale": 2.0})
+
+
 def test_wgsl_dispatch_limit_is_a_clear_error(wgpu_runner: Any, tmp_path: Path) -> None:
     (tmp_path / "add.wgsl").write_text(ADD_WGSL)
     manifest = _add_manifest("add.wgsl", "wgsl")

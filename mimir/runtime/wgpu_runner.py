@@ -10,7 +10,10 @@ would: storage buffers for every manifest buffer (inputs uploaded, outputs and
 scratch zeroed), the uniform block packed as the manifest says, one compute
 pipeline per kernel entry with bind group layouts built from the manifest's
 bindings (so a binding whose access disagrees with the shader fails loudly),
-and the workgroup counts evaluated from their dim expressions. Every storage buffer
+and the workgroup counts evaluated from their dim expressions. A compiled pipeline is kept
+for the life of the process (at most `PIPELINE_CACHE_SIZE`, least recently used dropped
+first), keyed by the kernel file's bytes, its entry point and its bindings: running the same
+kernel again at other sizes does not compile it again. Every storage buffer
 lies between two guard regions of a known pattern that the kernels are not bound to;
 a launch that changes one (a store past either end of a buffer, on an adapter or a
 backend that does not clamp it) fails with `GuardRegionError`.
@@ -26,8 +29,10 @@ lazily so that `import mimir.runtime` stays cheap.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -70,6 +75,11 @@ _GUARD = bytes([0xA5]) * _GUARD_BYTES
 
 
 _STATE: dict[str, Any] = {}
+
+# Compiled pipelines by (sha-256 of the module, entry point, bindings); a driver that compiles
+# at pipeline creation (Mesa's lavapipe JITs through LLVM) pays it once per process.
+PIPELINE_CACHE_SIZE = 64
+_PIPELINES: OrderedDict[tuple[bytes, str, str], tuple[Any, dict[int, Any]]] = OrderedDict()
 
 _TYPE_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3}
 _BACKEND_RANK = {"Vulkan": 0, "Metal": 0, "D3D12": 0, "OpenGL": 2}
@@ -254,22 +264,43 @@ def _prepare_launches(
     uniform: Any,
 ) -> list[tuple[Any, dict[int, Any], tuple[int, int, int]]]:
     """One (pipeline, bind groups, workgroup counts) per kernel, in launch order."""
+    codes: dict[str, str | bytes] = {}
     modules: dict[str, Any] = {}
     launches = []
     for index, (kernel, launch) in enumerate(zip(manifest["kernels"], counts, strict=True)):
         file = kernel["file"]
-        if file not in modules:
-            code = kernel_code(directory, manifest, index)
-            try:
-                modules[file] = device.create_shader_module(code=code, label=file)
-            except wgpu.GPUError as err:
-                raise WgslValidationError(f"{file}: {_naga_message(err)}") from None
-        pipeline, groups = _pipeline(wgpu, device, modules[file], kernel, manifest)
+        if file not in codes:
+            codes[file] = kernel_code(directory, manifest, index)
+        code = codes[file]
+        key = (
+            hashlib.sha256(code if isinstance(code, bytes) else code.encode()).digest(),
+            str(kernel.get("entry_point")),
+            repr((kernel.get("bindings"), kernel.get("uniform_binding"), _roles(manifest))),
+        )
+        cached = _PIPELINES.get(key)
+        if cached is None:
+            if file not in modules:
+                try:
+                    modules[file] = device.create_shader_module(code=code, label=file)
+                except wgpu.GPUError as err:
+                    raise WgslValidationError(f"{file}: {_naga_message(err)}") from None
+            cached = _pipeline(wgpu, device, modules[file], kernel, manifest)
+            _PIPELINES[key] = cached
+            while len(_PIPELINES) > PIPELINE_CACHE_SIZE:
+                _PIPELINES.popitem(last=False)
+        else:
+            _PIPELINES.move_to_end(key)
+        pipeline, groups = cached
         bind_groups = _bind_groups(device, pipeline, groups, kernel, buffers, uniform)
         if 0 in launch:
             continue  # nothing to launch (an empty tensor)
         launches.append((pipeline, bind_groups, launch))
     return launches
+
+
+def _roles(manifest: Mapping[str, Any]) -> list[tuple[Any, Any]]:
+    """Which buffer names exist and their roles: a binding's check depends on them."""
+    return [(b.get("name"), b.get("role")) for b in manifest["buffers"]]
 
 
 def kernel_code(directory: Path, manifest: Mapping[str, Any], index: int) -> str | bytes:
