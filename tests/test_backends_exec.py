@@ -8,7 +8,8 @@ with the shim's (`mimir.array`, the definition of the language):
 - `one`: every dim at its smallest admissible size (1 when unconstrained);
 - `small`: distinct small primes (7, 13, 5, 11...), so no dim is a multiple of
   a workgroup size and no two dims agree by accident;
-- `medium`: 131, 17, 19, 23... (past one 16x16 tile or 256-thread group);
+- `medium`: 131, 17, 19, 23... (past one 16x16 tile or 256-thread group), with the last
+  dims small where that would hold more values than `large` (`harness.medium_dims`);
 - `large`: one dim grown until some buffer holds >= 100,000 values.
 
 WGSL runs on wgpu (Mesa lavapipe here). MSL runs as C++ on the CPU with one OS
@@ -32,8 +33,10 @@ from typing import Any
 
 import pytest
 from harness import (
+    SMALL,
     assert_close,
     large_elements,
+    medium_dims,
     require_tool,
     tf32_fallback_atol,
     write_files,
@@ -127,11 +130,11 @@ def _grouped_threads(manifest: dict[str, Any], folder: Path, dims: dict[str, int
 def _dims(manifest: dict[str, Any], label: str, cost: Any = None) -> dict[str, int] | None:
     if label == "one":
         return choose_dims(manifest, [1])
-    small = choose_dims(manifest, [7, 13, 5, 11, 3])
+    small = choose_dims(manifest, SMALL)
     if label == "small":
         return small
     if label == "medium":
-        return choose_dims(manifest, [131, 17, 19, 23, 29])
+        return medium_dims(manifest, large_elements(manifest, LARGE))
     candidates = grow_dims(manifest, small, large_elements(manifest, LARGE))
     if not candidates:
         return None

@@ -289,6 +289,5 @@ def test_a_broadcast_broken_by_a_reduction_notes_the_reduction_and_the_fix() -> 
     note = wrong_axis.labels[-1]
     assert (wrong_axis.span.line, note.span.line) == (20, 19)
     assert note.message == (
-        "`x.sum(axis=1)` reduces axis 1 to shape [N]; over axis 0 it would be [D], which "
-        "broadcasts"
+        "`x.sum(axis=1)` reduces axis 1 to shape [N]; over axis 0 it would be [D], which broadcasts"
     )

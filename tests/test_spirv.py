@@ -31,7 +31,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import assert_close, large_elements, random_inputs, require_tool, shim_reference
+from harness import (
+    SMALL,
+    assert_close,
+    large_elements,
+    medium_dims,
+    random_inputs,
+    require_tool,
+    shim_reference,
+)
 from test_backends_exec import _dot_product_atol
 from typer.testing import CliRunner
 
@@ -269,7 +277,6 @@ def test_non_finite_constants_come_from_private_bits() -> None:
 
 
 # Bindings, as `tests/test_backends_exec.py` chooses them for the other backends.
-TARGETS = {"one": (1,), "small": (7, 13, 5, 11, 3), "medium": (131, 17, 19, 23, 29)}
 LARGE = 100_000
 # Outputs where summation order alone moves the result past the default tolerance:
 # normalize_rows divides by a row sum of values in [-1, 1), which can be near zero.
@@ -286,7 +293,11 @@ LOOSER = {
 
 
 def _bindings(manifest: dict[str, Any]) -> dict[str, dict[str, int]]:
-    out = {label: choose_dims(manifest, targets) for label, targets in TARGETS.items()}
+    out = {
+        "one": choose_dims(manifest, (1,)),
+        "small": choose_dims(manifest, SMALL),
+        "medium": medium_dims(manifest, large_elements(manifest, LARGE)),
+    }
     grown = grow_dims(manifest, out["small"], large_elements(manifest, LARGE))
     if grown:  # the candidate that grows the least data
         out["large"] = min(grown, key=lambda dims: largest_buffer(manifest, dims))

@@ -32,7 +32,9 @@ import pytest
 
 from mimir.runtime.verify import (
     TOLERANCES,
+    choose_dims,
     error_summary,
+    largest_buffer,
     mismatches,
     random_inputs,
     shim_reference,
@@ -40,9 +42,12 @@ from mimir.runtime.verify import (
 )
 
 __all__ = [
+    "MEDIUM",
+    "SMALL",
     "TOLERANCES",
     "assert_close",
     "dtype_of",
+    "medium_dims",
     "error_summary",
     "in_ci",
     "load_manifest",
@@ -210,6 +215,29 @@ def load_manifest(path: Path) -> dict[str, Any]:
 # buffer holds this many values instead. At a head dim of 13, T doubles from 7 to 511:
 # 261,121 scores, the order of the stored scores the old rule grew to 100,000.
 ATTENTION_LARGE = 4_096
+
+
+# The zoo's "small" and "medium" wishes, dim by dim (the last repeats): small primes, so no
+# dim is a multiple of a workgroup size and no two agree by accident; medium ones past a
+# 16x16 tile or a 256-thread group.
+SMALL = (7, 13, 5, 11, 3)
+MEDIUM = (131, 17, 19, 23, 29)
+
+
+def medium_dims(manifest: Mapping[str, Any], elements: int) -> dict[str, int]:
+    """The "medium" binding: `MEDIUM`, except that where its buffers would hold more than
+    the "large" binding's `elements` values (a rank-4 grid at 131x17x19x23 is 973,199
+    programs, each of them a Python call in the shim), the last dims take their small
+    size instead, one at a time, until the largest buffer is within `elements`. The first
+    dim keeps 131, so a medium binding still spans several workgroups."""
+    wishes = list(MEDIUM[: max(1, len(manifest.get("dims", [])))])
+    dims = choose_dims(manifest, wishes)
+    for i in range(len(wishes) - 1, 0, -1):
+        if largest_buffer(manifest, dims) <= elements:
+            break
+        wishes[i] = SMALL[min(i, len(SMALL) - 1)]
+        dims = choose_dims(manifest, wishes)
+    return dims
 
 
 def large_elements(manifest: Mapping[str, Any], elements: int) -> int:
