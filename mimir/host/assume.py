@@ -16,6 +16,7 @@ symbol becomes a substitution instead, so later demands are read with `x` replac
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from mimir.solve.prover import variable_names
@@ -51,10 +52,15 @@ class Path:
         if not self.subst:
             return term
         names = variables(term)
-        pairs = [(v, t) for v, t in self.subst if v.decl().name() in names]
+        pairs = [pair for pair, key in zip(self.subst, self._keys, strict=True) if key in names]
         if not pairs:
             return term
         return z3.simplify(z3.substitute(term, *pairs))
+
+    @cached_property
+    def _keys(self) -> tuple[str, ...]:
+        """The name of each substituted variable (read once per path, not per demand)."""
+        return tuple(v.decl().name() for v, _ in self.subst)
 
     def untouched(self, name: str) -> bool:
         """Nothing this path assumed mentions `name` (besides its lower bound)."""

@@ -22,7 +22,7 @@ from typing import Any
 
 from mimir.host.flow import aliases
 from mimir.host.values import UNKNOWN
-from mimir.parse.module import ModuleInfo, read_module
+from mimir.parse.module import ModuleInfo, read_module, walk_statements
 from mimir.parse.spans import SourceFile
 from mimir.project.index import parsed_once
 from mimir.project.resolve import resolve_module
@@ -125,7 +125,7 @@ class Foreign:
         source = SourceFile(key, text)
         info = read_module(source, tree)
         home = Home(info, aliases(info), depth=depth)
-        for node in ast.walk(tree):
+        for node in walk_statements(tree):
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 self._homes[id(node)] = home
         self._depth_abroad += 1

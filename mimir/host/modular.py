@@ -514,14 +514,17 @@ def _builders(tree: ast.Module, name: str) -> list[ast.FunctionDef]:
     """The module's functions that every parameter of has a default (or `**kwargs`)
     and that call `name(...)`, directly or through another function of the module."""
     defs = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
-    calls = {
-        f.name: {
-            n.func.id
-            for n in ast.walk(f)
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    calls = getattr(tree, "_mimir_called", None)  # made once per tree, asked once per class
+    if calls is None:
+        calls = {
+            f.name: {
+                n.func.id
+                for n in ast.walk(f)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            }
+            for f in defs.values()
         }
-        for f in defs.values()
-    }
+        tree._mimir_called = calls  # type: ignore[attr-defined]
     builds = {f for f, called in calls.items() if name in called}
     for _ in range(3):  # through helpers, a few levels
         builds |= {f for f, called in calls.items() if called & builds}

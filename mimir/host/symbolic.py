@@ -180,6 +180,8 @@ class Symbolic:
         if self._bounded(cond):
             return  # `1 <= (h + 2 - 3)//2 + 1` of a size at least 1: its bounds say so
         if names & self.free:
+            if any(a.eq(cond) for a in self.path.assumed):
+                return  # the path assumed it already (the next layer of one size)
             if self._plainly_satisfiable(cond):
                 self._assume(cond)
                 return
