@@ -137,7 +137,7 @@ def join_envs(envs: list[dict]) -> dict:
     if not live:
         return {DEAD: True}
     out: dict[str, Any] = {}
-    for name in {n for e in live for n in e}:
+    for name in dict.fromkeys(n for e in live for n in e):  # in order: `self.items()` reads it
         values = [e.get(name, UNKNOWN) for e in live]
         if any(name not in e for e in live):
             out[name] = UNKNOWN

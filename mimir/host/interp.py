@@ -52,7 +52,7 @@ from mimir.host.flow import (
 from mimir.host.foreign import Foreign, LazyName
 from mimir.host.library_calls import OPEN, Dataset, Library
 from mimir.host.modular import Modular
-from mimir.host.objects import Objects
+from mimir.host.objects import Objects, registered
 from mimir.host.pybuiltins import PyBuiltins
 from mimir.host.rules import RefutedError
 from mimir.host.statements import DTYPE_NAMES, UNROLL, Frame, Statements
@@ -488,6 +488,11 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
                     return FuncV(method, None)
                 return FuncV(method, base)
             if isinstance(base.layer, LayerV):
+                if base.layer.kind == "ModuleDict" and attr in ("items", "values", "keys"):
+                    found = registered(base)  # `for name, layer in self.items()`
+                    return UNKNOWN if found is None else MethodV(found, attr)
+                if base.layer.kind in ("ModuleDict", "Sequential") and attr == "add_module":
+                    return MethodV(base, attr)  # an attribute of its own, as it is in PyTorch
                 return self.attribute(node, base.layer)
             return MethodV(base, attr)
         if isinstance(base, LayerV):
@@ -646,6 +651,8 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             return IntV(None)
         if isinstance(a, (IntV, FloatV)) and isinstance(b, (IntV, FloatV)):
             return pyops.float_op(op, a, b)
+        if isinstance(a, StrV) and isinstance(op, ast.Mod):
+            return pyops.percent(a, b)
         if isinstance(a, TupleV) and isinstance(b, TupleV) and isinstance(op, ast.Add):
             return TupleV(a.items + b.items, a.is_list)
         if isinstance(a, HeadV) and isinstance(b, TupleV) and isinstance(op, ast.Add):
@@ -840,11 +847,57 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             isinstance(func, MethodV) and isinstance(func.receiver, TensorV)
         ):
             return
+        if isinstance(func, ObjectV) and self._keeps_lists(func.cls, "forward", 0):
+            return  # `layer(features)` of a module whose forward only reads its inputs
+        if (
+            isinstance(func, FuncV)
+            and isinstance(func.owner, ObjectV)
+            and self._method(func.owner.cls, func.node.name) is func.node
+            and self._keeps_lists(func.owner.cls, func.node.name, 0)
+        ):
+            return  # `self.bn_function(features)`: the same of a method
         for a in node.args:
             if isinstance(a, ast.Name) and isinstance(env.get(a.id), (TupleV, DictV)):
                 v = env[a.id]
                 if isinstance(v, DictV) or v.is_list:
                     env[a.id] = UNKNOWN
+
+    def _keeps_lists(self, cls: ast.ClassDef, name: str, depth: int) -> bool:
+        """Whether the method `name` of `cls`, and the methods of `cls` it calls on `self`,
+        change nothing they are given: no attribute or item written, no `append` and the
+        like; the functions they call otherwise are taken to be the libraries'."""
+        memo: dict = self.__dict__.setdefault("_keeping", {})  # per run: methods resolve by home
+        if (id(cls), name) not in memo:
+            memo[id(cls), name] = self._reads_only(cls, name, depth)
+        return memo[id(cls), name]
+
+    def _reads_only(self, cls: ast.ClassDef, name: str, depth: int) -> bool:
+        fn = self._method(cls, name)
+        if fn is None or depth > 4 or not summarisable(fn) or not fn.args.args:
+            return False
+        me = fn.args.args[0].arg
+        # names that may hold a list the caller passed: the parameters, and what is bound
+        # to one of them or to a list display
+        held = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Name, ast.List)):
+                held |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        for n in ast.walk(fn):
+            if not isinstance(n, ast.Call):
+                continue
+            f = n.func
+            if isinstance(f, ast.Name) and isinstance(self.globals.get(f.id), FuncV):
+                return False  # a function of the module's own: not followed here
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == me:
+                if self._method(cls, f.attr) is not None:
+                    if not self._keeps_lists(cls, f.attr, depth + 1):
+                        return False
+                elif any(
+                    isinstance(a, ast.Name) and a.id in held
+                    for a in [*n.args, *(k.value for k in n.keywords)]
+                ):
+                    return False  # a list given to a layer of its own: not followed
+        return True
 
     def _unknown_call(self, node: ast.Call, func: Any, args: list) -> Any:
         if self.abroad:

@@ -53,6 +53,8 @@ class Library:
             return self._super(args)
         if name.startswith("builtins."):
             return self.builtin(name[9:], args, kwargs)
+        if name == "collections.OrderedDict":  # `Sequential(OrderedDict([("conv0", ...)]))`
+            return self.builtin("dict", args, kwargs)
         if name.startswith("mimir.array."):
             short = name[12:]
             if short in ("zeros", "ones", "full", "rand"):

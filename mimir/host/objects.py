@@ -15,21 +15,29 @@ from mimir.host import nn
 from mimir.host.values import (
     UNKNOWN,
     ApiV,
+    BoolV,
     ClassV,
     DictV,
+    FloatV,
     FuncV,
     IntV,
     LayerV,
     MethodV,
+    NoneV,
     ObjectV,
     PartialV,
     StrV,
     SuperV,
+    TensorV,
+    TupleV,
 )
+from mimir.parse.module import walk_statements
 
 BUILD_LAYER = "<build layer>"  # `super().__init__(...)` of a class over a `torch.nn` layer
 ITEMS = "<items>"
 SEQ = "Sequential"  # the dict a subclass of `dict` was built from
+_BASES = (SEQ, "ModuleDict")  # container bases besides the layers of `nn.PARAMS`
+EMPTY = "<built empty>"  # a class over `nn.Sequential` whose `super().__init__()` had none
 
 
 class Objects:
@@ -46,7 +54,7 @@ class Objects:
             tree = home.info.tree if home is not None else self.local_info.tree
             self._classes.update(
                 (id(f), c)
-                for c in ast.walk(tree)
+                for c in walk_statements(tree)
                 if isinstance(c, ast.ClassDef)
                 for f in c.body
                 if isinstance(f, ast.FunctionDef)
@@ -82,7 +90,7 @@ class Objects:
             for base in cls.bases:
                 name = self.qualname(base)
                 short = (name or "").rsplit(".", 1)[-1]
-                if name and name.startswith("torch.nn.") and (short in nn.PARAMS or short == SEQ):
+                if (name or "").startswith("torch.nn.") and (short in nn.PARAMS or short in _BASES):
                     return short
                 if isinstance(base, ast.Name) and isinstance(self.global_value(base.id), ClassV):
                     if seen < 8:
@@ -94,9 +102,14 @@ class Objects:
     def build_layer(self, obj: ObjectV, kind: str, args: list | None, kwargs: dict) -> None:
         """`obj`'s `torch.nn` base built from `args` (free sizes when no call says)."""
         if kind == SEQ:  # `class ConvNormActivation(nn.Sequential)`: the layers it was given
-            if args:  # none: its layers are added later (`add_module`), not read
+            if args:
                 layer = self.library("torch.nn.Sequential", list(args), dict(kwargs), None)
                 obj.layer = layer if isinstance(layer, LayerV) else None
+            else:  # none: its layers are set or added later (`add_module`), in that order
+                obj.layer = LayerV(kind, [], {}, EMPTY)
+            return
+        if kind == "ModuleDict":  # filled by `add_module` or attributes: what `items()` reads
+            obj.layer = None if args else LayerV(kind, [], {}, f"{obj.cls.name}(...)")
             return
         if args is None:
             args = [IntV(self.free_size(p)) for p in nn.PARAMS[kind] if p in nn.SIZES]
@@ -116,7 +129,9 @@ class Objects:
         if init is not None:
             self.call_function(FuncV(init, obj), None, args, kwargs, standalone=standalone)
             seq = isinstance(obj.layer, LayerV) and obj.layer.kind == SEQ
-            if seq and any(isinstance(v, (LayerV, ObjectV)) for v in obj.attrs.values()):
+            if seq and obj.layer.text == EMPTY:  # its modules are those it set, in order
+                obj.layer = registered(obj, SEQ)
+            elif seq and any(isinstance(v, (LayerV, ObjectV)) for v in obj.attrs.values()):
                 obj.layer = None  # a module set as an attribute joins the sequence: not read
         else:
             kind = self._layer_base(cls.node)
@@ -163,7 +178,7 @@ class Objects:
 
     def _method(self, cls: ast.ClassDef, name: str, seen: int = 0) -> ast.FunctionDef | None:
         with self.at_home(self.home_of(cls)):  # its bases are named in its module
-            for stmt in cls.body:
+            for stmt in reversed(cls.body):  # the last definition (overloads come first)
                 if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
                     return stmt
             if seen > 8:
@@ -174,3 +189,17 @@ class Objects:
                     if found is not None:
                         return found
             return None
+
+
+def registered(obj: ObjectV, kind: str = "ModuleDict") -> LayerV | None:
+    """The modules an instance of a class over `nn.ModuleDict` (or an `nn.Sequential` built
+    empty) holds, in the order they were set or added (`add_module`), as PyTorch registers
+    them; None when an attribute may or may not be a module."""
+    named = {}
+    for name, v in obj.attrs.items():
+        if isinstance(v, (LayerV, ObjectV)):
+            named[name] = v
+        elif not isinstance(v, (IntV, FloatV, StrV, BoolV, NoneV, TensorV, TupleV)):
+            return None
+    text = f"{obj.cls.name}(...)"
+    return LayerV(kind, [], {}, text, list(named.values()), named=named)

@@ -15,6 +15,7 @@ from typing import Any
 
 from mimir.host.values import (
     UNKNOWN,
+    UNLISTED,
     ApiV,
     BoolV,
     ClassV,
@@ -110,6 +111,11 @@ class PyBuiltins:
                 return DictV(dict(kwargs))
             if isinstance(a, DictV):
                 return DictV({**a.items, **kwargs})
+            pairs = _items(a) if isinstance(a, TupleV) else None
+            if pairs is not None and all(
+                isinstance(p, TupleV) and len(p.items) == 2 and _named(p.items[0]) for p in pairs
+            ):  # `dict([("conv0", conv), ...])`: the last of a name repeated wins, as there
+                return DictV({**{p.items[0].value: p.items[1] for p in pairs}, **kwargs})
             return UNKNOWN
         if name == "int":
             if isinstance(a, FloatV) and a.value is not None:
@@ -193,6 +199,10 @@ class PyBuiltins:
         """`xs.append(v)` and the like; the receiver is rebound to what it now holds."""
         a = args[0] if args else UNKNOWN
         if isinstance(receiver, LayerV) and receiver.kind in ("ModuleList", "Sequential"):
+            if name == "add_module" and len(args) == 2 and _adds(receiver, args[0]):
+                if (receiver.named or not receiver.items) and not self.loop_depth:
+                    receiver.named[args[0].value] = args[1]  # `seq.norm5` reads it
+                name, a = "append", args[1]  # a new name goes last, as `append` does
             if name in ("append", "extend"):
                 new = [a] if name == "append" else _items(a)
                 if new is None:
@@ -217,6 +227,10 @@ class PyBuiltins:
             if name == "update" and isinstance(a, DictV):
                 receiver.named.update(a.items)
                 return NoneV()
+            if name == "add_module" and len(args) == 2 and isinstance(a, StrV) and a.value:
+                if not self.loop_depth:
+                    receiver.named[a.value] = args[1]
+                    return NoneV()
             receiver.named = {}
             return UNKNOWN
         if isinstance(receiver, TupleV) and receiver.is_list:
@@ -233,8 +247,10 @@ class PyBuiltins:
             self._rebind(target, UNKNOWN, env)
             return UNKNOWN
         if isinstance(receiver, ObjectV) and name == "add_module" and len(args) == 2:
-            if isinstance(args[0], StrV):
+            if isinstance(args[0], StrV) and args[0].value and not self.loop_depth:
                 receiver.attrs[args[0].value] = args[1]
+            else:  # some module under a name not known: `self.items()` cannot be listed
+                receiver.attrs[UNLISTED] = UNKNOWN
             return NoneV()
         return UNKNOWN
 
@@ -286,6 +302,17 @@ class PyBuiltins:
         return config.attrs[name]
 
 
+def _adds(seq: LayerV, name: Any) -> bool:
+    """`seq.add_module(name, m)` puts `m` last: a name it does not hold yet (an existing
+    one is replaced in place). The names are `named`'s, or "0", "1", ... of the layers it
+    was given."""
+    if not isinstance(name, StrV) or not name.value or not seq.exact:
+        return False
+    if seq.named or not seq.items:
+        return name.value not in seq.named
+    return not name.value.isdigit()
+
+
 def _items(v: Any) -> list[Any] | None:
     """The items of a value iterated exactly (a tuple, a list, a literal ModuleList)."""
     if isinstance(v, TupleV):
@@ -304,3 +331,8 @@ def _abs(v: IntV | FloatV) -> Any:
         return FloatV(None if v.value is None else abs(v.value))
     k = literal(v.sym)
     return IntV(None) if k is None else IntV(const(abs(k)))
+
+
+def _named(v: Any) -> bool:
+    """A string known to the letter (`StrV("")` stands for any string)."""
+    return isinstance(v, StrV) and bool(v.value)

@@ -20,6 +20,7 @@ from mimir.host.values import (
     IntV,
     LayerV,
     ObjectV,
+    StrV,
     TensorV,
     TupleV,
     const,
@@ -153,3 +154,22 @@ def tuples_equal(a: TupleV, b: TupleV) -> Any:
             continue
         conds.append(x.sym.term == y.sym.term)
     return True if not conds else z3.And(*conds)
+
+
+def percent(fmt: StrV, arg: Any) -> Any:
+    """`"denselayer%d" % (i + 1)` of literal values: the text (unknown otherwise; `""`
+    stands for any string)."""
+    values = []
+    for v in arg.items if isinstance(arg, TupleV) else (arg,):
+        if isinstance(v, IntV) and not v.loose and literal(v.sym) is not None:
+            values.append(literal(v.sym))
+        elif isinstance(v, StrV) and v.value:
+            values.append(v.value)
+        else:
+            return UNKNOWN
+    if not fmt.value:
+        return UNKNOWN
+    try:
+        return StrV(fmt.value % tuple(values))
+    except (TypeError, ValueError):
+        return UNKNOWN

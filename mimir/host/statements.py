@@ -58,6 +58,7 @@ from mimir.solve.z3lib import z3
 
 LOOP_ROUNDS = 4
 UNROLL = 32
+_ORDERED = "collections.OrderedDict"  # a dict, as the host reads it
 LIBRARIES = ("torch", "numpy", "jaxtyping", "mimir", "functools", "math", "einops")
 DTYPE_NAMES = {
     **tt.DTYPE_ALIASES,
@@ -163,7 +164,7 @@ class Statements:
                     env[local] = DTypeV(DTYPE_NAMES[alias.name])
                 else:
                     env[local] = ApiV(full)
-            elif module.split(".")[0] in LIBRARIES or full == "typing.cast":
+            elif module.split(".")[0] in LIBRARIES or full in ("typing.cast", _ORDERED):
                 env[local] = self._api(full)
             elif alias.name != "*":
                 env[local] = self.imported_name(stmt, alias.name)  # another module's, run

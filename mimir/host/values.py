@@ -35,6 +35,7 @@ class Unknown:
 
 
 UNKNOWN = Unknown()
+UNLISTED = "<modules added under names not known>"  # an attribute: `items()` is unknown
 
 
 @dataclass(frozen=True)
@@ -430,6 +431,8 @@ def _join_modules(a: Any, b: Any, depth: int) -> Any:
         if a.cls is not b.cls:
             return UNKNOWN
         attrs = {k: join(v, b.attrs[k], depth + 1) for k, v in a.attrs.items() if k in b.attrs}
+        if a.attrs.keys() != b.attrs.keys():  # an attribute of one path only: maybe a module
+            attrs[UNLISTED] = UNKNOWN
         layer = join(a.layer, b.layer, depth + 1) if a.layer is not None else b.layer
         return ObjectV(a.cls, attrs, layer if b.layer is not None else None)
     if (
