@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mimir.parse.module import walk_statements
 from mimir.project.resolve import package_root
 
 _MAX_FILES = 3000
@@ -120,7 +121,7 @@ def _index(path: str, text: str) -> tuple[dict[str, list[ast.Call]], list[ast.Im
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             _INDEX[key] = None
             return None
-        imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        imports = [n for n in walk_statements(tree) if isinstance(n, ast.ImportFrom)]
         _INDEX[key] = (_calls(tree), imports)
     return _INDEX[key]
 
