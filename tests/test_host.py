@@ -439,10 +439,33 @@ def test_a_literal_constructor_call_elsewhere_in_the_project_is_the_configuratio
         "        if flag:\n            self.table = nn.Embedding(32, heads)\n"
         "    def bias(self, n):\n"
         "        return self.table(torch.arange(n)[:, None]).permute(2, 0)\n",
+        # layers added under names a loop of unknown count makes: `items()` is not listed
+        "import torch.nn as nn\nclass B(nn.ModuleDict):\n    def __init__(self, n, w):\n"
+        "        super().__init__()\n        for i in range(n):\n"
+        "            self.add_module('l%d' % i, nn.Linear(w + i, w + i + 1))\n"
+        "    def forward(self, x):\n        for name, layer in self.items():\n"
+        "            x = layer(x)\n        return x\n",
+        # a module set on one path only: the container's members are not known
+        "import torch.nn as nn\nclass S(nn.Sequential):\n    def __init__(self, wide):\n"
+        "        super().__init__()\n        if wide:\n            self.up = nn.Linear(4, 8)\n"
+        "        self.fc = nn.Linear(8, 2)\n",
     ],
 )
 def test_what_can_succeed_is_not_reported(src: str) -> None:
     assert _messages(src) == []
+
+
+def test_a_module_moved_to_a_device_elsewhere_keeps_the_sizes_init_built() -> None:
+    # `parallelize` sets `self.wte = self.wte.to(device)`: the embedding `forward` reads
+    # is still 16 wide (GPT-2's model checked on its own, its blocks given the embedding)
+    src = (
+        "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.wte = nn.Embedding(50, 16)\n"
+        "        self.norm = nn.LayerNorm(32)\n    def parallelize(self, device='cpu'):\n"
+        "        self.wte = self.wte.to(device)\n    def forward(self, ids):\n"
+        "        return self.norm(self.wte(ids))\n"
+    )
+    assert [(line, code) for line, code, _ in _messages(src)] == [(10, "GPU100")]
 
 
 def test_a_demand_that_contradicts_an_earlier_one_is_reported() -> None:

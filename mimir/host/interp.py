@@ -810,6 +810,12 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
                 kwargs.update(value.items)
             elif isinstance(func, ApiV) and func.name.startswith("torch.nn."):
                 kwargs[OPEN] = True  # a layer built with `**kwargs`: unstated arguments unknown
+            elif value is UNKNOWN and (
+                isinstance(func, FuncV)
+                or isinstance(func, ObjectV)
+                and self._method(func.cls, "forward") is not None
+            ):
+                kwargs[OPEN] = True  # `block(h, **kwargs)`: what it does not name is unknown
             else:
                 return self._unknown_call(node, func, args)
         if inputs is not None:
@@ -1025,6 +1031,7 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             self._memo[memo] = UNKNOWN  # a recursive call meanwhile learns nothing
         env: dict[str, Any] = {}
         params = [*fn.args.posonlyargs, *fn.args.args]
+        open_ = bool(kwargs.pop(OPEN, False)) if args is not None else False
         positional = list(args or [])
         if f.owner is not None and params:
             env[params[0].arg] = f.owner
@@ -1044,6 +1051,8 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
                 value = positional[k]
             elif p.arg in kwargs:
                 value = kwargs[p.arg]
+            elif open_:
+                value = UNKNOWN  # given by the keywords nobody can read, or its default
             elif args is None and overrides and p.arg in overrides:
                 value = overrides[p.arg]
             elif args is None:
@@ -1065,7 +1074,7 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             # a call's keywords are all known here: those no parameter takes are `**kwargs`
             named = {p.arg for p in [*params, *fn.args.kwonlyargs]}
             extra = {k: v for k, v in kwargs.items() if k not in named}
-            env[fn.args.kwarg.arg] = UNKNOWN if args is None else DictV(extra)
+            env[fn.args.kwarg.arg] = UNKNOWN if args is None or open_ else DictV(extra)
         frame = Frame()
         self.depth += 1
         caller = self.env

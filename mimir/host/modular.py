@@ -565,12 +565,31 @@ def _computed_by(cls: ast.ClassDef) -> dict[str, frozenset[str]]:
                     targets, value = [n.func.value], n.args[0]
             if isinstance(value, ast.Name) and value.id in params:
                 continue
+            moved = _moved(value, me)  # `self.wte = self.wte.to(device)`: the same module
             for t in targets:
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name):
-                    if t.value.id == me:
+                    if t.value.id == me and t.attr != moved:
                         names.add(t.attr)
         out[fn.name] = frozenset(names)
     return out
+
+
+_MOVES = frozenset(("to", "cpu", "cuda", "half", "float", "double", "bfloat16", "train", "eval"))
+
+
+def _moved(value: ast.expr | None, me: str) -> str | None:
+    """`X` of `self.X.to(...)` and the like, which give the module itself back (moved to
+    a device or a dtype: its sizes are those it was built with)."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        inner = value.func.value
+        if (
+            value.func.attr in _MOVES
+            and isinstance(inner, ast.Attribute)
+            and isinstance(inner.value, ast.Name)
+            and inner.value.id == me
+        ):
+            return inner.attr
+    return None
 
 
 def _computed_elsewhere(cls: ast.ClassDef, name: str) -> frozenset[str]:
