@@ -1609,7 +1609,7 @@ def test_layout_ops_after_a_product_fold_into_its_store() -> None:
     stored by its own launch at the re-indexed position (`launches._layout_tail`): one
     launch and no scratch, not the product and an element-wise copy
     (tests/kernels/cliffs.py)."""
-    for function in ("matmul_transposed", "batched_matmul_permuted"):
+    for function in ("product_transposed", "batched_matmul_permuted"):
         assert _kernel_files("cliffs", function) == ["matmul.ptx"], function
     for function in ("attention_heads_merged", "attention_heads_einsum"):
         assert _kernel_files("cliffs", function) == ["attention.ptx"], function

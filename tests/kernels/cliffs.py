@@ -71,7 +71,7 @@ def linear_einsum(x: Tensor[float32, N, K], w: Tensor[float32, M, K]) -> Tensor[
 
 
 @gpu
-def matmul_transposed(a: Tensor[float32, N, K], b: Tensor[float32, K, M]) -> Tensor[float32, M, N]:
+def product_transposed(a: Tensor[float32, N, K], b: Tensor[float32, K, M]) -> Tensor[float32, M, N]:
     return (a @ b).T
 
 

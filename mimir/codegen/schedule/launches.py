@@ -67,7 +67,9 @@ def find_outputs(st: State) -> State:
 def fuse_epilogues(st: State) -> State:
     """Each root's epilogue: following its result through a chain of element-wise ops of
     the same shape, each the only reader of the one before, the last node of the chain is
-    what the root's kernel writes (bias and activation after a matmul)."""
+    what the root's kernel writes (bias and activation after a matmul); after a matmul, a
+    chain of transposes and reshapes on to an output goes on it too (`_layout_tail`,
+    recorded in `folded`)."""
     kg, ev = st.kg, st.ev
     # who reads each tensor node (through tuple unpacking)
     readers: dict[int, list[int]] = {}
