@@ -1600,3 +1600,89 @@ def test_keepdims_statistics_returned_by_subscript_are_one_row_launch() -> None:
     files = _compile("cliffs", "layernorm_stats_keepdims", "ptx")
     manifest = json.loads(files["layernorm_stats_keepdims.manifest.json"])
     assert all(b["role"] != "scratch" for b in manifest["buffers"])
+
+
+def test_layout_ops_after_a_product_fold_into_its_store() -> None:
+    """A product returned through transposes and reshapes alone (`(a @ b).T`, a batched
+    product permuted after its bias and GELU, attention's heads merged with
+    `.transpose(0, 2, 1, 3).reshape(B, T, H * D)` or by an einsum that writes `bthd`) is
+    stored by its own launch at the re-indexed position (`launches._layout_tail`): one
+    launch and no scratch, not the product and an element-wise copy
+    (tests/kernels/cliffs.py)."""
+    for function in ("product_transposed", "batched_matmul_permuted"):
+        assert _kernel_files("cliffs", function) == ["matmul.ptx"], function
+    for function in ("attention_heads_merged", "attention_heads_einsum"):
+        assert _kernel_files("cliffs", function) == ["attention.ptx"], function
+    files = _compile("cliffs", "attention_heads_merged", "ptx")
+    manifest = json.loads(files["attention_heads_merged.manifest.json"])
+    assert all(b["role"] != "scratch" for b in manifest["buffers"])
+
+
+FOLD_KEPT = """
+from mimir.array import Dim, Tensor, float32, gpu
+
+N = Dim("N")
+K = Dim("K")
+M = Dim("M")
+
+
+@gpu
+def also_returned(
+    a: Tensor[float32, N, K], b: Tensor[float32, K, M]
+) -> tuple[Tensor[float32, M, N], Tensor[float32, N, M]]:
+    y = a @ b
+    return y.T, y
+
+
+@gpu
+def read_again(
+    a: Tensor[float32, N, K], b: Tensor[float32, K, M]
+) -> tuple[Tensor[float32, M, N], Tensor[float32, N]]:
+    y = a @ b
+    return y.T, y.sum(axis=1)
+
+
+@gpu
+def then_added(
+    a: Tensor[float32, N, K], b: Tensor[float32, K, M], c: Tensor[float32, M, N]
+) -> Tensor[float32, M, N]:
+    return (a @ b).T + c
+
+
+@gpu
+def swiglu_transposed(
+    x: Tensor[float32, N, K], wg: Tensor[float32, K, M], wu: Tensor[float32, K, M]
+) -> Tensor[float32, M, N]:
+    g = x @ wg
+    return (g * g.sigmoid() * (x @ wu)).T
+"""
+
+
+def test_layout_ops_read_by_another_launch_keep_their_own(tmp_path: Path) -> None:
+    """Where the product before the layout ops is read by something else too (returned as
+    it is, or summed) or the layout result is read by more element-wise ops, the product
+    is stored as it is and an element-wise launch re-indexes it, as before; the two
+    products of SwiGLU returned transposed are still one paired launch. Each result
+    matches the shim at odd sizes (the transposed stores are scalar)."""
+    path = tmp_path / "fold_kept.py"
+    path.write_text(FOLD_KEPT)
+    expected = {
+        "also_returned": ["matmul", "ew"],
+        "read_again": ["matmul", "reduce"],
+        "then_added": ["matmul", "ew"],
+        "swiglu_transposed": ["matmul"],
+    }
+    for function, kinds in expected.items():
+        result = compile_source(str(path), FOLD_KEPT, ["ptx"], function=function)
+        assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+        manifest = json.loads(result.files[f"{function}.manifest.json"])
+        files = [k["file"].rsplit("_", 1)[-1].split(".")[0] for k in manifest["kernels"]]
+        assert files == kinds, function
+        dims = {"N": 7, "K": 13, "M": 5}
+        inputs = random_inputs(manifest, dims)
+        files = {k: v for k, v in result.files.items() if isinstance(v, str)}
+        actual, _ = _ptx_run(files, function, dims, tmp_path / function, inputs)
+        want = shim_reference(path, function, inputs, dims, {})
+        for buf in manifest["buffers"]:
+            if buf["role"] == "output":
+                assert_close(actual[buf["name"]], want[buf["name"]], "float32", label=function)

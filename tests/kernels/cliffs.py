@@ -45,6 +45,22 @@ def batched_attention_einsum(
 
 
 @gpu
+def attention_heads_merged(
+    q: Tensor[float32, B, H, T, D], k: Tensor[float32, B, H, T, D], v: Tensor[float32, B, H, T, D]
+) -> Tensor[float32, B, T, H * D]:
+    p = (q @ k.transpose(0, 1, 3, 2) * 0.125).softmax(axis=-1)
+    return (p @ v).transpose(0, 2, 1, 3).reshape(B, T, H * D)
+
+
+@gpu
+def attention_heads_einsum(
+    q: Tensor[float32, B, H, T, D], k: Tensor[float32, B, H, T, D], v: Tensor[float32, B, H, T, D]
+) -> Tensor[float32, B, T, H * D]:
+    p = (einsum("bhtd,bhsd->bhts", q, k) * 0.125).softmax(axis=-1)
+    return einsum("bhts,bhsd->bthd", p, v).reshape(B, T, H * D)
+
+
+@gpu
 def linear_matmul(x: Tensor[float32, N, K], w: Tensor[float32, M, K]) -> Tensor[float32, N, M]:
     return (x @ w.T).relu()
 
@@ -52,6 +68,18 @@ def linear_matmul(x: Tensor[float32, N, K], w: Tensor[float32, M, K]) -> Tensor[
 @gpu
 def linear_einsum(x: Tensor[float32, N, K], w: Tensor[float32, M, K]) -> Tensor[float32, N, M]:
     return einsum("nk,mk->nm", x, w).relu()
+
+
+@gpu
+def product_transposed(a: Tensor[float32, N, K], b: Tensor[float32, K, M]) -> Tensor[float32, M, N]:
+    return (a @ b).T
+
+
+@gpu
+def batched_matmul_permuted(
+    a: Tensor[float32, B, N, K], b: Tensor[float32, B, K, M], c: Tensor[float32, M]
+) -> Tensor[float32, N, B, M]:
+    return (a @ b + c).gelu().transpose(1, 0, 2)
 
 
 @gpu

@@ -91,20 +91,44 @@ class KernelContext:
             root = self.plan.root
         if root_value is not None and root is not None:
             self.ev.overrides[root] = (idx.key, root_value)
-        flat = idx.flat(self.body)
         inout = {b.name for b in self.s.buffers if b.role == "inout"}
         outputs = self.plan.outputs() if outputs is None else outputs
+        # a node stored through layout ops alone is the value before them (`Schedule.folded`)
+        computed = [self.s.folded.get(n, n) for n, _ in outputs]
+        flat = idx.flat(self.body) if any(n not in self.s.folded for n, _ in outputs) else None
         if any(set(bufs) & inout for _, bufs in outputs) and len(outputs) > 1:
             # An `InOut` buffer is stored here: every value is computed (its loads done)
             # before the first store, so no output reads an element this thread already wrote.
-            values = [self.body.let(self.ev.at(n, self._position(idx, n)), "v") for n, _ in outputs]
+            values = [self.body.let(self.ev.at(n, self._position(idx, n)), "v") for n in computed]
         else:
             values = [None] * len(outputs)
-        for (node, buffers), value in zip(outputs, values, strict=True):
+        for (node, buffers), n, value in zip(outputs, computed, values, strict=True):
             if value is None:
-                value = self.ev.at(node, self._position(idx, node))
+                value = self.ev.at(n, self._position(idx, n))
+            at = flat if node not in self.s.folded else self._folded_flat(idx, node, n)
+            assert at is not None
             for name in buffers:
-                self.body.emit(Store(name, flat, lw.to_storage(value, self.ev.dtype(node))))
+                self.body.emit(Store(name, at, lw.to_storage(value, self.ev.dtype(node))))
+
+    def _folded_flat(self, idx: Idx, node: int, before: int) -> Expr:
+        """The flat offset in `node` of the element `before` has at `idx`, where `node` is
+        `before` through transposes and reshapes alone (`Schedule.folded`): a transpose's
+        axis k is its operand's axis `perm[k]`, a reshape keeps the flat offset."""
+        chain = []
+        n = self.ev.resolve(node)
+        while n != before:
+            chain.append(n)
+            n = self.ev.resolve(self.ev.node(n)["inputs"][0])
+        pos = self._position(idx, before)
+        for t in reversed(chain):
+            shape = self.ev.shape(t)
+            spec = self.ev.spec(t)
+            if spec is not None and spec.kind == "transpose":
+                axes = pos.axes(self.body)
+                pos = Idx(shape, axes=[axes[p] for p in self.ev.permutation(t)])
+            else:  # a reshape: the same flat offset
+                pos = Idx(shape, flat=pos.flat(self.body))
+        return pos.flat(self.body)
 
     def _position(self, idx: Idx, node: int) -> Idx:
         """`idx` as a position of `node`: the same element, or, for an epilogue that

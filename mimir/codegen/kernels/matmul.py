@@ -271,7 +271,7 @@ class _Tile:
         c, ev, body, oshape, out = self.c, self.ev, self.body, self.oshape, self.out
         # an epilogue through a reshape to another rank (an einsum's merged letters split
         # again) reads the product at the flat offset it writes (`KernelContext._position`)
-        flat = any(len(ev.shape(n)) != len(oshape) for n, _ in c.plan.outputs())
+        flat = any(len(ev.shape(c.s.folded.get(n, n))) != len(oshape) for n, _ in c.plan.outputs())
         rows, cols = self.rows, self.cols
         for r in range(len(rows)):
             for s_ in range(len(cols)):

@@ -104,6 +104,7 @@ def _pair_products(
     plans: list[Plan],
     node_buffers: dict[int, str],
     buffers: list[BufferSpec],
+    folded: dict[int, int],
 ) -> None:
     """Two tiled products of one left operand, `a @ b1` stored only for the epilogue of a
     later `a @ b2` to read at the positions it writes (SwiGLU: `silu(x @ w_gate) * (x @
@@ -122,7 +123,7 @@ def _pair_products(
         if not first.writes or not set(first.writes) <= scratch:
             continue
         p = first.root
-        second = _pairing(ev, g, plans[plans.index(first) + 1 :], p)
+        second = _pairing(ev, g, plans[plans.index(first) + 1 :], p, folded)
         if second is None:
             continue
         unused = set(first.writes)
@@ -132,15 +133,18 @@ def _pair_products(
         plans.remove(first)
 
 
-def _pairing(ev: Evaluator, g: nx.DiGraph, later: list[Plan], p: int) -> Matmul | None:
+def _pairing(
+    ev: Evaluator, g: nx.DiGraph, later: list[Plan], p: int, folded: dict[int, int]
+) -> Matmul | None:
     """The later `matmul` launch whose epilogue alone reads product `p`, as
-    `pair_products` requires, or None."""
+    `pair_products` requires, or None (an epilogue stored through layout ops alone,
+    `launches._layout_tail`, reads it before them)."""
     key = [sz.key(s) for s in ev.shape(p)]
     left, right = (ev.resolve(n) for n in ev.node(p)["inputs"][:2])
     for second in later:
         if not isinstance(second, Matmul) or second.paired is not None:
             continue
-        q, t = second.root, second.node
+        q, t = second.root, folded.get(second.node, second.node)
         if q == p or p in nx.ancestors(g, q) or p not in nx.ancestors(g, t):
             continue
         q_left, q_right = (ev.resolve(n) for n in ev.node(q)["inputs"][:2])
@@ -268,5 +272,5 @@ def fuse_scores_softmax(st: State) -> State:
 def pair_products(st: State) -> State:
     """The pass of `_pair_products`: two products of one left operand in one tile."""
     plans, node_buffers, buffers = list(st.plans), dict(st.node_buffers), list(st.buffers)
-    _pair_products(st.ev, st.g, plans, node_buffers, buffers)
+    _pair_products(st.ev, st.g, plans, node_buffers, buffers, st.folded)
     return replace(st, plans=plans, node_buffers=node_buffers, buffers=buffers)

@@ -67,7 +67,9 @@ def find_outputs(st: State) -> State:
 def fuse_epilogues(st: State) -> State:
     """Each root's epilogue: following its result through a chain of element-wise ops of
     the same shape, each the only reader of the one before, the last node of the chain is
-    what the root's kernel writes (bias and activation after a matmul)."""
+    what the root's kernel writes (bias and activation after a matmul); after a matmul, a
+    chain of transposes and reshapes on to an output goes on it too (`_layout_tail`,
+    recorded in `folded`)."""
     kg, ev = st.kg, st.ev
     # who reads each tensor node (through tuple unpacking)
     readers: dict[int, list[int]] = {}
@@ -82,6 +84,7 @@ def fuse_epilogues(st: State) -> State:
     output_nodes = {n for n, _ in [*st.outputs, *st.updates]}
     epilogue: dict[int, int] = {}
     claimed: set[int] = set()
+    folded: dict[int, int] = {}
     for r in sorted(n for n in st.live if root_kind(kg, n)):
         cur = r
         while cur not in output_nodes:
@@ -107,8 +110,46 @@ def fuse_epilogues(st: State) -> State:
                 break
             claimed.add(c)
             cur = c
+        if root_kind(kg, r) == "matmul":
+            end = _layout_tail(kg, readers, cur, claimed, st)
+            if end is not None:
+                folded[end] = cur
+                cur = end
         epilogue[r] = cur
-    return replace(st, epilogue=epilogue)
+    return replace(st, epilogue=epilogue, folded=folded)
+
+
+# the ops that only re-index a value: each element of the result is one element of the
+# operand, and every element of the operand is one of the result
+LAYOUT = ("transpose", "reshape")
+
+
+def _layout_tail(
+    kg: KernelGraph, readers: dict[int, list[int]], cur: int, claimed: set[int], st: State
+) -> int | None:
+    """Where a product's epilogue value `cur` is returned through layout ops alone
+    (`(a @ b).T`, `o.transpose(0, 2, 1, 3).reshape(B, T, H * D)`): the returned node,
+    when each op of the chain is the only reader of the one before; the product's launch
+    then stores each element straight at its position in the output (`KernelContext.write`)
+    instead of a second launch copying it there. None where the chain has another reader
+    (the value before the layout ops is then stored, as it is), ends anywhere but in an
+    output, or in an `InOut` update (whose parameter the product may still read)."""
+    returned = {n for n, _ in st.outputs} - {n for n, _ in st.updates}
+    chain: list[int] = []
+    end = cur
+    while end not in returned:
+        users = set(readers.get(end, []))
+        if len(users) != 1:
+            return None
+        (u,) = users
+        if u in claimed or op_kind(kg, u) not in LAYOUT:
+            return None
+        chain.append(u)
+        end = u
+    if not chain:
+        return None
+    claimed.update(chain)
+    return end
 
 
 # the most ops `_joined` takes into one epilogue before it gives up

@@ -158,4 +158,5 @@ def finish(st: State) -> Schedule:
         st.kernel,
         st.target.vector_views,
         tagged,
+        {n: before for n, before in st.folded.items() if n in {p.node for p in st.plans}},
     )

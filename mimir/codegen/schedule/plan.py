@@ -271,6 +271,10 @@ class Schedule:
     # a one-launch reduction's handed-off buffers where the target has no fence (WGSL):
     # name -> element count, each element two tagged words (`ir.Publish`)
     tagged: dict[str, Any] = field(default_factory=dict)
+    # a product's result stored through layout ops alone (`(a @ b).T`, attention's heads
+    # merged): the stored node -> the node before them, which the launch computes at its
+    # own position and stores at the re-indexed one (`launches._layout_tail`)
+    folded: dict[int, int] = field(default_factory=dict)
 
 
 # the launch of each root kind (`schedule.roots.root_kind`)

@@ -47,6 +47,8 @@ class State:
     updates: list[tuple[int, str]] = field(default_factory=list)
     live: set[int] = field(default_factory=set)  # the nodes any result depends on
     epilogue: dict[int, int] = field(default_factory=dict)  # root -> the node it writes
+    # an epilogue that ends in layout ops only: its last node -> the node before them
+    folded: dict[int, int] = field(default_factory=dict)
     buffers: list[BufferSpec] = field(default_factory=list)
     node_buffers: dict[int, str] = field(default_factory=dict)  # node -> its buffer
     scalar_params: list[tuple[str, str]] = field(default_factory=list)  # (name, i32|f32)
