@@ -1,7 +1,9 @@
-"""`@gpu(precision="tf32")`: the shim's TF32 rounding, the PTX interpreter's `mma.sync`, and
+"""Tensor cores: `@gpu(precision="tf32")` (the shim's TF32 rounding) and float16 / bfloat16
+matmuls; the PTX interpreter's `mma.sync` (m16n8k8 .tf32 and m16n8k16 .f16 / .bf16), and
 that a tensor-core kernel with a wrong fragment mapping or without its operand rounding
-fails against the shim (the zoo runs, `tests/kernels/tensor_cores.py`, are in
-`test_ptx_exec.py` and `test_backends_exec.py`)."""
+fails against the shim (the zoo runs, `tests/kernels/tensor_cores.py` and
+`tests/kernels/tensor_cores_half.py`, are in `test_ptx_exec.py` and
+`test_backends_exec.py`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,15 @@ from pathlib import Path
 
 import pytest
 from harness import random_inputs, shim_reference
-from harness.ptx_interp import _mma_m16n8k8, _tf32_bits, run_ptx_manifest_cpu
+from harness.ptx_interp import (
+    _ALU,
+    _mma_m16n8k8,
+    _mma_m16n8k16,
+    _tf32_bits,
+    _to_bf16_rn,
+    _to_f16_rn,
+    run_ptx_manifest_cpu,
+)
 from test_backends_exec import KERNELS, _compare, _dims
 from test_ptx_exec import compiled_ptx
 
@@ -177,6 +187,117 @@ def test_mma_reads_only_the_tf32_bits_of_its_operands() -> None:
     assert _mma_m16n8k8(lanes)[0][0] == 1.0
 
 
+# ---------------------------------------------------------------- the m16n8k16 mma (halves)
+
+
+def _half(kind: str, x: float) -> int:
+    """x's bits in `kind` (x exact in it)."""
+    return _to_f16_rn(x) if kind == "f16" else _to_bf16_rn(x)
+
+
+def _isa16(g: int, q: int):
+    """The PTX ISA's m16n8k16 .f16 / .bf16 layout ("Matrix Fragments for mma.m16n8k16 with
+    floating point type"): (row, col) of a0..a7, b0..b3, c0..c3."""
+    a = [(g + 8 * (i >> 1 & 1), 2 * q + (i & 1) + 8 * (i >> 2)) for i in range(8)]
+    b = [(2 * q + (i & 1) + 8 * (i >> 1), g) for i in range(4)]
+    c = [(g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1)]
+    return a, b, c
+
+
+def _k16_swapped_rows(g: int, q: int):
+    """a2, a3 exchanged with a4, a5 (rows and k-halves mixed up): wrong."""
+    a, b, c = _isa16(g, q)
+    return [a[0], a[1], a[4], a[5], a[2], a[3], a[6], a[7]], b, c
+
+
+def _k16_fragments(kind: str, a, b, c, mapping):
+    """Each lane's (a, b, c) fragments under `mapping`, two halves to a `.b32` register (the
+    lower index in the low half)."""
+    lanes = []
+    for lane in range(32):
+        rows_a, rows_b, rows_c = mapping(lane >> 2, lane & 3)
+        av = [_half(kind, a[r][k]) for r, k in rows_a]
+        bv = [_half(kind, b[k][n]) for k, n in rows_b]
+        lanes.append(
+            (
+                [av[i] | av[i + 1] << 16 for i in range(0, 8, 2)],
+                [bv[i] | bv[i + 1] << 16 for i in range(0, 4, 2)],
+                [c[r][n] for r, n in rows_c],
+            )
+        )
+    return lanes
+
+
+def _k16_matrices(kind: str, seed: int):
+    rng = random.Random(seed)
+
+    def value() -> float:  # exact in both types: a few bits of mantissa
+        return rng.randint(-64, 64) / 32
+
+    a = [[value() for _ in range(16)] for _ in range(16)]
+    b = [[value() for _ in range(8)] for _ in range(16)]
+    c = [[_f32(_bits(rng.uniform(-1, 1))) for _ in range(8)] for _ in range(16)]
+    want = [
+        [c[i][j] + sum(a[i][k] * b[k][j] for k in range(16)) for j in range(8)] for i in range(16)
+    ]
+    return a, b, c, want
+
+
+@pytest.mark.parametrize("kind", ["f16", "bf16"])
+def test_k16_mma_puts_the_matrices_together_as_the_ptx_isa_lays_them_out(kind: str) -> None:
+    a, b, c, want = _k16_matrices(kind, 1)
+    d = _mma_m16n8k16(_k16_fragments(kind, a, b, c, _isa16), kind)
+    for lane in range(32):
+        for v, (i, j) in zip(d[lane], _isa16(lane >> 2, lane & 3)[2], strict=True):
+            # the products are exact and so is their sum here (few bits): only C's float32
+            # rounding of the total
+            assert v == pytest.approx(want[i][j], abs=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["f16", "bf16"])
+@pytest.mark.parametrize("mapping", [_k16_swapped_rows, _isa])
+def test_a_wrong_k16_fragment_mapping_gives_a_wrong_product(kind: str, mapping) -> None:
+    """A rows-swapped layout, and the TF32 m16n8k8 one, both fail against the ISA's."""
+    a, b, c, want = _k16_matrices(kind, 2)
+    if mapping is _isa:  # m16n8k8's (k < 8) positions, padded to 8 and 4 elements
+
+        def mapping(g: int, q: int):
+            ra, rb, rc = _isa(g, q)
+            return [*ra, *ra], [*rb, *rb], rc
+
+    d = _mma_m16n8k16(_k16_fragments(kind, a, b, c, mapping), kind)
+    errors = [
+        abs(v - want[i][j])
+        for lane in range(32)
+        for v, (i, j) in zip(d[lane], _isa16(lane >> 2, lane & 3)[2], strict=True)
+    ]
+    assert max(errors) > 0.1
+
+
+def test_k16_mma_reads_the_halves_of_its_type() -> None:
+    """The same bits are 1.0 as float16 (0x3C00) and 1.0 as bfloat16 (0x3F80): each kind
+    decodes its own, the low half first."""
+    zero_a = [[0.0] * 16 for _ in range(16)]
+    zero_b = [[0.0] * 8 for _ in range(16)]
+    zero_c = [[0.0] * 8 for _ in range(16)]
+    for kind, one in (("f16", 0x3C00), ("bf16", 0x3F80)):
+        lanes = _k16_fragments(kind, zero_a, zero_b, zero_c, _isa16)
+        lanes[0][0][0] = one  # A[0][0] = 1 (low half), A[0][1] = 0
+        lanes[0][1][0] = one << 16  # B[1][0] = 1 (high half): A[0][1] * B[1][0] = 0
+        assert _mma_m16n8k16(lanes, kind)[0][0] == 0.0
+        lanes[0][1][0] = one  # B[0][0] = 1
+        assert _mma_m16n8k16(lanes, kind)[0][0] == 1.0
+
+
+def test_cvt_packs_the_first_source_into_the_upper_half() -> None:
+    assert _ALU["cvt.rn.f16x2.f32"](2.0, 1.0) == 0x4000 << 16 | 0x3C00
+    assert _ALU["cvt.rn.bf16x2.f32"](2.0, 1.0) == 0x4000 << 16 | 0x3F80
+    # rounding to nearest, ties to even, on bfloat16's 16 dropped bits
+    assert _to_bf16_rn(_f32(0x3F808000)) == 0x3F80  # tie, even below
+    assert _to_bf16_rn(_f32(0x3F818000)) == 0x3F82  # tie, even above
+    assert _to_bf16_rn(_f32(0x3F808001)) == 0x3F81
+
+
 # ---------------------------------------------------------------- the emitted kernels
 
 
@@ -185,22 +306,29 @@ def _run(folder: Path, manifest: dict, dims: dict[str, int], seed: int) -> dict[
     return run_ptx_manifest_cpu(manifest, folder, inputs, dims), inputs
 
 
-def _mutated(folder: Path, manifest: dict, edit) -> None:
+TF32_MMA = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+
+
+def _mutated(folder: Path, manifest: dict, edit, mma: str = TF32_MMA) -> None:
     for kernel in manifest["kernels"]:
         path = folder / kernel["file"]
         text = path.read_text()
-        assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in text
+        if "_matmul" not in kernel["file"]:
+            continue
+        assert mma in text
         edited = edit(text)
         assert edited != text, "the mutation changed nothing"
         path.write_text(edited)
 
 
-def _caught(folder: Path, manifest: dict, function: str, seed: int = 3) -> None:
+def _caught(
+    folder: Path, manifest: dict, function: str, seed: int = 3, stem: str = "tensor_cores"
+) -> None:
     dims = _dims(manifest, "small")
     actual, inputs = _run(folder, manifest, dims, seed)
-    expected = shim_reference(KERNELS / "tensor_cores.py", function, inputs, dims, None)
+    expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, None)
     with pytest.raises(AssertionError, match="values differ"):
-        _compare(manifest, actual, expected, "tensor_cores", function, dims)
+        _compare(manifest, actual, expected, stem, function, dims)
 
 
 def test_the_tf32_kernel_matches_the_shim_and_uses_tensor_cores(tmp_path: Path) -> None:
@@ -277,6 +405,88 @@ def test_operands_not_rounded_to_tf32_are_caught(tmp_path: Path) -> None:
     _caught(tmp_path, manifest, "linear_tf32_tiles", seed=4)
 
 
+F16_MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+BF16_MMA = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+
+
+def test_a_float16_matmul_runs_on_tensor_cores_by_default(tmp_path: Path) -> None:
+    manifest = compiled_ptx("tensor_cores_half", "linear_gelu_f16_tiles", tmp_path)
+    validate_manifest(manifest)
+    assert "precision" not in manifest  # nothing asked for: the products are exact
+    text = (tmp_path / manifest["kernels"][0]["file"]).read_text()
+    assert ".target sm_80" in text
+    # a 16-deep k-slice: 16 mma of 16 x 8 x 16, A packed 4 x 4 and B 4 x 2 times
+    assert text.count(F16_MMA) == 16 and "tf32" not in text
+    assert text.count("cvt.rn.f16x2.f32") == 24
+    dims = _dims(manifest, "small")
+    actual, inputs = _run(tmp_path, manifest, dims, 4)
+    function = "linear_gelu_f16_tiles"
+    expected = shim_reference(KERNELS / "tensor_cores_half.py", function, inputs, dims, None)
+    _compare(manifest, actual, expected, "tensor_cores_half", function, dims)
+
+
+def test_bfloat16_and_paired_float16_products_use_their_own_mma(tmp_path: Path) -> None:
+    bmm = compiled_ptx("tensor_cores_half", "bmm_bf16", tmp_path / "bmm")
+    text = (tmp_path / "bmm" / bmm["kernels"][0]["file"]).read_text()
+    assert text.count(BF16_MMA) == 16 and text.count("cvt.rn.bf16x2.f32") == 24
+    gated = compiled_ptx("tensor_cores_half", "gated_f16", tmp_path / "gated")
+    (kernel,) = gated["kernels"]
+    assert (tmp_path / "gated" / kernel["file"]).read_text().count(F16_MMA) == 32
+
+
+def test_other_backends_and_mixed_operands_keep_scalar_products() -> None:
+    path = KERNELS / "tensor_cores_half.py"
+    result = compile_source(str(path), path.read_text(), ["all"], function="gated_f16")
+    assert result.ok, result.diagnostics
+    for name, content in result.files.items():
+        if not name.startswith("ptx/"):
+            assert "mma.sync" not in str(content), name
+    # a float32 @ bfloat16 product, and a bfloat16 operand computed in the kernel: f32 FMAs
+    path = KERNELS / "half_kinds.py"
+    result = compile_source(str(path), path.read_text(), ["ptx"], function="bf16_chain")
+    assert result.ok
+    assert all("mma.sync" not in str(v) for v in result.files.values())
+
+
+def _swap_a_halves(text: str) -> str:
+    """Each `cvt.rn.f16x2.f32` that packs an A fragment register with its sources swapped."""
+    a_regs = set()
+    for m in re.finditer(r"mma\.sync\S* \{[^}]*\}, \{([^}]*)\}", text):
+        a_regs |= {r.strip() for r in m.group(1).split(",")}
+
+    def swap(m: re.Match) -> str:
+        if m.group(1) not in a_regs:
+            return m.group(0)
+        return f"cvt.rn.f16x2.f32 {m.group(1)}, {m.group(3)}, {m.group(2)}"
+
+    return re.sub(r"cvt\.rn\.f16x2\.f32 (%r\d+), (%f\d+), (%f\d+)", swap, text)
+
+
+@pytest.mark.parametrize(
+    ("what", "edit"),
+    [
+        # a1 <-> a2 in every mma (the TF32 layout's order): rows and k mixed up
+        (
+            "a order",
+            lambda t: re.sub(
+                r"(\.f32 \{[^}]*\}, \{)(%r\d+), (%r\d+), (%r\d+), (%r\d+)\}",
+                r"\1\2, \4, \3, \5}",
+                t,
+            ),
+        ),
+        # b0 <-> b1: k and k + 8 exchanged
+        ("b order", lambda t: re.sub(r"(\}, \{)(%r\d+), (%r\d+)(\}, \{%f)", r"\1\3, \2\4", t)),
+        # the halves of A's packed pairs exchanged (k and k + 1 of A only: exchanging them
+        # in both operands would leave every product in the sum)
+        ("packing", lambda t: _swap_a_halves(t)),
+    ],
+)
+def test_a_wrong_half_fragment_layout_is_caught(what: str, edit, tmp_path: Path) -> None:
+    manifest = compiled_ptx("tensor_cores_half", "gated_f16", tmp_path)
+    _mutated(tmp_path, manifest, edit, F16_MMA)
+    _caught(tmp_path, manifest, "gated_f16", stem="tensor_cores_half")
+
+
 # ---------------------------------------------------------------- manifests of every backend
 
 
@@ -299,7 +509,7 @@ def test_a_float32_kernel_has_no_precision_field_and_no_mma() -> None:
     result = compile_source(str(path), path.read_text(), ["ptx"], function="linear_relu")
     assert result.ok
     assert "precision" not in json.loads(result.files["linear_relu.manifest.json"])
-    assert all("mma" not in str(v) for v in result.files.values())
+    assert all("mma.sync" not in str(v) for v in result.files.values())
 
 
 def test_a_tf32_function_without_a_matmul_says_so() -> None:

@@ -357,29 +357,43 @@ class WaitAsync(Stmt):
     """Wait until this thread's `CopyAsync`s have landed (`cp.async.wait_all`)."""
 
 
-MMA_SHAPE = (16, 8, 8)  # m, n, k of one `MmaSync`
+MMA_SHAPE = (16, 8, 8)  # m, n, k of one TF32 `MmaSync`
+
+
+MMA_HALF_SHAPE = (16, 8, 16)  # m, n, k of one float16 or bfloat16 `MmaSync`
 
 
 @dataclass
 class MmaSync(Stmt):
-    """One warp's 16x8x8 tensor-core multiply-add on TF32 inputs, `D = A B + C` with `C`
-    and `D` both `acc`: every lane of the warp executes it together (like `Barrier`, only in
+    """One warp's tensor-core multiply-add, `D = A B + C` with `C` and `D` both `acc` (f32
+    accumulators): every lane of the warp executes it together (like `Barrier`, only in
     uniform control flow of a workgroup whose size is a multiple of 32), each holding the
-    fragments the PTX ISA lays out for `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`.
-    With `g = lane / 4` and `q = lane % 4`:
+    fragments the PTX ISA lays out. With `g = lane / 4` and `q = lane % 4`:
+
+    `kind` "tf32", 16x8x8, `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`:
 
     - `a` (f32, each rounded to TF32 first, `cvt.rna.tf32.f32`): A[g][q], A[g + 8][q],
       A[g][q + 4], A[g + 8][q + 4];
     - `b` (f32, rounded the same way): B[q][g], B[q + 4][g];
-    - `acc` (f32 variables, updated): D[g][2q], D[g][2q + 1], D[g + 8][2q], D[g + 8][2q + 1].
 
-    Only the PTX backend prints it (`@gpu(precision="tf32")`, `mimir.codegen.kernels`); the
-    products are exact and the sum rounded to f32 (how the hardware orders and rounds the
-    additions inside one instruction is its own)."""
+    `kind` "f16" or "bf16", 16x8x16, `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`
+    (`.bf16.bf16`): values already exact in that type, carried as f32 and packed two to a
+    `.b32` register (`cvt.rn.f16x2.f32`, `cvt.rn.bf16x2.f32`, exact), a0..a7 then b0..b3:
+
+    - `a`: A[g][2q], A[g][2q + 1], A[g + 8][2q], A[g + 8][2q + 1], and the same at k + 8;
+    - `b`: B[2q][g], B[2q + 1][g], B[2q + 8][g], B[2q + 9][g];
+
+    and for every kind `acc` (f32 variables, updated): D[g][2q], D[g][2q + 1], D[g + 8][2q],
+    D[g + 8][2q + 1].
+
+    Only the PTX backend prints it (`mimir.codegen.kernels.matmul`); the products are exact
+    and the sum rounded to f32 (how the hardware orders and rounds the additions inside one
+    instruction is its own)."""
 
     acc: tuple[Var, ...]
     a: tuple[Expr, ...]
     b: tuple[Expr, ...]
+    kind: str = "tf32"
 
 
 # ---------------------------------------------------------------- functions and kernels
@@ -767,7 +781,7 @@ def map_statement(s: Stmt, f: Any) -> Stmt:
         assert isinstance(value, Load)
         return CopyAsync(s.array, f(s.index), value, None if s.cond is None else f(s.cond))
     if isinstance(s, MmaSync):
-        return MmaSync(s.acc, tuple(f(a) for a in s.a), tuple(f(b) for b in s.b))
+        return MmaSync(s.acc, tuple(f(a) for a in s.a), tuple(f(b) for b in s.b), s.kind)
     return s
 
 

@@ -6,8 +6,9 @@ accumulating an 8x8 block in registers from 4-wide vector reads of workgroup mem
 walked in 8-wide slices staged through two buffers per operand (the next slice copied
 while this one is multiplied: `cp.async` on PTX), loads past M, N or K read 0, stores are
 guarded, so any size works. The epilogue (bias, activation, ...) is applied to each
-accumulator before its store. With tensor cores (PTX, `@gpu(precision="tf32")`) each warp
-multiplies with `MmaSync` (`_MmaWarp`).
+accumulator before its store. With tensor cores each warp multiplies with `MmaSync`
+(`_MmaWarp`) on PTX: float16 or bfloat16 operands always (16-deep k-slices), float32 ones
+under `@gpu(precision="tf32")`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Idx, ibin, size_ir, u32
 from mimir.codegen.ir import (
+    MMA_HALF_SHAPE,
     MMA_SHAPE,
     WARP,
     Assign,
@@ -41,6 +43,7 @@ from mimir.codegen.kernels.staging import (
     write_where,
 )
 from mimir.codegen.schedule.plan import Matmul
+from mimir.dtypes import bfloat16, float16
 
 TILE = 16  # threads per side of a matmul workgroup
 
@@ -69,8 +72,10 @@ def build(c: KernelContext) -> Built:
     stage 0 and stores past M or N are skipped, so any size works; a guard whose size is
     proven a multiple of the tile is not emitted (`guards_removed` in the manifest).
 
-    With `c.tensor_cores` (PTX, `@gpu(precision="tf32")`, a float32 result) the staging is
-    the same but the products are `MmaSync`s, 16 x 8 x 8 per warp: see `_MmaWarp`.
+    With `c.tensor_cores` (a PTX build) the products are `MmaSync`s: 16 x 8 x 16 on float16
+    or bfloat16 tensor cores when both operands are buffers of that type (their values
+    exact in it), the k-slice then 16 deep; 16 x 8 x 8 on TF32 ones for the other float32
+    accumulations of an `@gpu(precision="tf32")` function. See `_MmaWarp`.
 
     With `Matmul.paired` (`schedule.attention.pair_products`) the workgroup first computes the
     paired product's tile (the same left operand by another right one) into a second set
@@ -130,9 +135,12 @@ class _Tile:
         ]
         self.batch_axes = Idx(batch, flat=b).axes(body) if batch else []
         self.acc_t = acc_t = lw.REG[self.out]
-        self.size = size = BLOCK * SLICE  # elements of one buffer of either operand
+        kind = mma_kind(c, self.left, self.right) if acc_t == "f32" else None
+        # the k-slice staged at once: one `MmaSync` deep on half tensor cores
+        self.sk = MMA_HALF_SHAPE[2] if kind in ("f16", "bf16") else SLICE
+        self.size = size = BLOCK * self.sk  # elements of one buffer of either operand
         c.shared += [SharedArray(_A, acc_t, 2 * size), SharedArray(_B, acc_t, 2 * size)]
-        self.mma = _MmaWarp(c, t, row0, col0) if c.tensor_cores and acc_t == "f32" else None
+        self.mma = _MmaWarp(c, t, row0, col0, kind) if kind is not None else None
         if self.mma is not None:
             self.rows, self.cols = self.mma.rows, self.mma.cols
 
@@ -155,12 +163,12 @@ class _Tile:
         # a bound needs no guard when its size is proven a multiple of the tile
         m_ok = c.multiple(m, BLOCK, f"row < {sz.manifest_text(m)}")
         n_ok = c.multiple(n, BLOCK, f"col < {sz.manifest_text(n)}")
-        k_ok = c.multiple(k, SLICE, f"k < {sz.manifest_text(k)}")
+        k_ok = c.multiple(k, self.sk, f"k < {sz.manifest_text(k)}")
         self.m_b, self.n_b = (None if m_ok else m_ir), (None if n_ok else n_ir)
         self.k_b = None if k_ok else k_ir
         self.per = per = self.size // (TILE * TILE)  # elements of each operand a thread stages
-        self.a_k = body.let(ibin("%", t, u32(SLICE)), "ak")
-        self.a_m = a_m = body.let(ibin("/", t, u32(SLICE)), "am")
+        self.a_k = body.let(ibin("%", t, u32(self.sk)), "ak")
+        self.a_m = a_m = body.let(ibin("/", t, u32(self.sk)), "am")
         self.a_rows = [
             body.let(ibin("+", self.row0, ibin("+", a_m, u32(q * BLOCK // per))), "ar")
             for q in range(per)
@@ -182,7 +190,7 @@ class _Tile:
         self.b_ok = (
             None if self.n_b is None else body.let(Binary("<", b_n, self.n_b, "bool"), "bok")
         )
-        self.b_step = SLICE // per
+        self.b_step = self.sk // per
         self.b_rows = [body.let(ibin("*", u32(q * self.b_step), n_ir), "bs") for q in range(per)]
         self.l_batch = broadcast_batch(batch_axes, batch, self.lshape[:-2])
         self.r_batch = broadcast_batch(batch_axes, batch, self.rshape[:-2])
@@ -218,17 +226,17 @@ class _Tile:
         body.emit(Barrier())
         a_row = body.let(ibin("*", self.ly, u32(VEC)), "ly")
         b_col = body.let(ibin("*", self.lx, u32(VEC)), "lx")
-        with body.for_("k0_", u32(0), self.k_ir, u32(SLICE)) as k0:
+        with body.for_("k0_", u32(0), self.k_ir, u32(self.sk)) as k0:
             self.slices(k0, accs, right, a_row, b_col)
 
     def slices(self, k0: Expr, accs: list[list[Var]], right: int, a_row: Expr, b_col: Expr) -> None:
         """One k-slice: the next staged into the other buffers while this one multiplies."""
         body, size = self.body, self.size
-        # slice s = k0 / SLICE is in buffer s % 2: `cur` is its offset, the next goes to the other
-        shift = (size // SLICE).bit_length() - 1
+        # slice s = k0 / sk is in buffer s % 2: `cur` is its offset, the next goes to the other
+        shift = (size // self.sk).bit_length() - 1
         cur = body.let(Binary("&", Binary("<<", k0, u32(shift), "u32"), u32(size), "u32"), "cur")
         nxt = body.let(Binary("^", cur, u32(size), "u32"), "nxt")
-        k_next = body.let(ibin("+", k0, u32(SLICE)), "kn")
+        k_next = body.let(ibin("+", k0, u32(self.sk)), "kn")
         with body.if_(Binary("<", k_next, self.k_ir, "bool")):
             self.stage(k_next, nxt, right)
         if self.mma is not None:
@@ -244,7 +252,7 @@ class _Tile:
         body, acc_t, half = self.body, self.acc_t, BLOCK // 2
         a_at = body.let(ibin("+", cur, a_row), "ra")
         b_at = body.let(ibin("+", cur, b_col), "rb")
-        for kk in range(SLICE):
+        for kk in range(self.sk):
             a_vals: list[Var] = []
             b_vals: list[Var] = []
             for h in range(2):
@@ -302,29 +310,50 @@ FRAG_M = BLOCK // WARPS_M // MMA_M  # 16 x 8 tiles per warp along m (4) and n (4
 FRAG_N = BLOCK // WARPS_N // MMA_N
 
 
+def mma_kind(c: KernelContext, left: int, right: int) -> str | None:
+    """The tensor cores a PTX build (`c.tensor_cores`) multiplies `left @ right` on, into an
+    f32 accumulator: "f16" or "bf16" when both operands are buffers of that type (values
+    exact in it: the products are exact, as the scalar path's f32 products of them are),
+    "tf32" for an `@gpu(precision="tf32")` function, else None (scalar f32 products)."""
+    if not c.tensor_cores:
+        return None
+    ev = c.ev
+    dtypes = {ev.dtype(left), ev.dtype(right)}
+    stored = all(
+        ev.resolve(x) in ev.buffers and ev.buffers[ev.resolve(x)] not in ev.wide
+        for x in (left, right)
+    )
+    if len(dtypes) == 1 and stored and dtypes <= {float16, bfloat16}:
+        return "f16" if dtypes == {float16} else "bf16"
+    return "tf32" if c.s.kernel.graph.kernel.precision == "tf32" else None
+
+
 class _MmaWarp:
-    """The tensor-core products of a `matmul` launch (`@gpu(precision="tf32")`, PTX): warp
-    `w = t / 32` of the workgroup owns rows `64 (w / 4)` .. `+ 64` and columns `32 (w % 4)`
-    .. `+ 32` of the 128 x 128 tile, 4 x 4 `MmaSync` tiles of 16 x 8 each, and at each
-    staged k-slice (8 wide, one `MmaSync` deep) reads its fragments from the shared tiles
-    with plain loads, at the PTX ISA's positions (`MmaSync`): lane `(g, q) = (l / 4, l % 4)`
-    reads A[m][k] at `a_tile[k * 128 + m]` for m in `g, g + 8` (+ 16 per tile) and k in
-    `q, q + 4`, and B[k][n] at `b_tile[k * 128 + n]` for n = `g` (+ 8 per tile). The 64
+    """The tensor-core products of a `matmul` launch (PTX): warp `w = t / 32` of the
+    workgroup owns rows `64 (w / 4)` .. `+ 64` and columns `32 (w % 4)` .. `+ 32` of the
+    128 x 128 tile, 4 x 4 `MmaSync` tiles of 16 x 8 each, and at each staged k-slice (one
+    `MmaSync` deep: 8 for TF32, 16 for float16 and bfloat16) reads its fragments from the
+    shared tiles with plain loads, at the PTX ISA's positions (`MmaSync`), lane
+    `(g, q) = (l / 4, l % 4)`: with TF32 A[m][k] at `a_tile[k * 128 + m]` for m in `g, g + 8`
+    (+ 16 per tile) and k in `q, q + 4`, and B[k][n] at `b_tile[k * 128 + n]` for n = `g`
+    (+ 8 per tile); with halves k in `2q, 2q + 1, 2q + 8, 2q + 9` for both. The 64
     accumulators of a thread are, as a grid, rows `16 i + g + 8 h` by columns
     `8 j + 2 q + e` (h, e < 2) of the warp's block: what the epilogue stores."""
 
-    def __init__(self, c: KernelContext, t: Expr, row0: Expr, col0: Expr) -> None:
+    def __init__(self, c: KernelContext, t: Expr, row0: Expr, col0: Expr, kind: str) -> None:
         body = c.body
-        self.body = body
+        self.body, self.kind = body, kind
         warp = body.let(ibin("/", t, u32(WARP)), "warp")
         lane = body.let(ibin("%", t, u32(WARP)), "lane")
         g = body.let(ibin("/", lane, u32(4)), "g")
         q = body.let(ibin("%", lane, u32(4)), "q")
         wm = body.let(ibin("*", ibin("/", warp, u32(WARPS_N)), u32(BLOCK // WARPS_M)), "wm")
         wn = body.let(ibin("*", ibin("%", warp, u32(WARPS_N)), u32(BLOCK // WARPS_N)), "wn")
-        # shared offsets of this lane's first A and B elements (k = q), within a buffer
-        self.a_at = body.let(ibin("+", ibin("*", q, u32(BLOCK)), ibin("+", wm, g)), "fa")
-        self.b_at = body.let(ibin("+", ibin("*", q, u32(BLOCK)), ibin("+", wn, g)), "fb")
+        # shared offsets of this lane's first A and B elements (k = q, or 2q for halves),
+        # within a buffer
+        k0 = q if kind == "tf32" else ibin("*", q, u32(2))
+        self.a_at = body.let(ibin("+", ibin("*", k0, u32(BLOCK)), ibin("+", wm, g)), "fa")
+        self.b_at = body.let(ibin("+", ibin("*", k0, u32(BLOCK)), ibin("+", wn, g)), "fb")
         row = ibin("+", row0, ibin("+", wm, g))
         col = ibin("+", col0, ibin("+", wn, ibin("*", q, u32(2))))
         self.rows = [
@@ -351,19 +380,29 @@ class _MmaWarp:
         body = self.body
         a_at = body.let(ibin("+", cur, self.a_at), "ra")
         b_at = body.let(ibin("+", cur, self.b_at), "rb")
-        k4 = 4 * BLOCK  # k + 4, in the k-major tiles
 
         def load(tile: str, at: Expr, offset: int) -> Expr:
             return body.let(Load(tile, ibin("+", at, u32(offset)), "f32"), tile.strip("$_")[0])
 
+        if self.kind == "tf32":
+            k4 = 4 * BLOCK  # k + 4, in the k-major tiles
+            a_offsets: tuple[int, ...] = (0, 8, k4, k4 + 8)
+            b_offsets: tuple[int, ...] = (0, k4)
+        else:
+            # k + 1 and k + 8, in the k-major tiles: a0..a7 are (m, k), (m, k + 1),
+            # (m + 8, k), (m + 8, k + 1), then the same at k + 8; b0..b3 k, k + 1, k + 8, k + 9
+            k1, k8 = BLOCK, 8 * BLOCK
+            a_offsets = (0, k1, 8, k1 + 8, k8, k8 + k1, k8 + 8, k8 + k1 + 8)
+            b_offsets = (0, k1, k8, k8 + k1)
         a_frags = [
-            tuple(load("$a_tile", a_at, MMA_M * i + off) for off in (0, 8, k4, k4 + 8))
+            tuple(load("$a_tile", a_at, MMA_M * i + off) for off in a_offsets)
             for i in range(FRAG_M)
         ]
         b_frags = [
-            tuple(load("$b_tile", b_at, MMA_N * j + off) for off in (0, k4)) for j in range(FRAG_N)
+            tuple(load("$b_tile", b_at, MMA_N * j + off) for off in b_offsets)
+            for j in range(FRAG_N)
         ]
         for i, a in enumerate(a_frags):
             for j, b in enumerate(b_frags):
                 acc = tuple(accs[2 * i + h][2 * j + e] for h in range(2) for e in range(2))
-                body.emit(MmaSync(acc, a, b))
+                body.emit(MmaSync(acc, a, b, self.kind))

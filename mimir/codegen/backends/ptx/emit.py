@@ -28,7 +28,8 @@ semantics (`mimir.codegen.ir`) and how they are kept:
   `cvt.rmi.f32.f32`;
 - `WarpReduce` is `shfl.sync.bfly.b32` rounds within its lanes (`warp_reduce`);
 - `MmaSync` is `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` on operands rounded
-  with `cvt.rna.tf32.f32` (`mma`; sm_80);
+  with `cvt.rna.tf32.f32`, or `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`
+  (`.bf16.bf16`) on operands packed in pairs with `cvt.rn.f16x2.f32` (`mma`; sm_80);
 - `If` is a predicated branch around its blocks, `For` a loop whose bound and
   step are evaluated at every iteration (as C does), `Barrier` is
   `bar.sync 0`, and `Return` is `ret` (from a helper, after moving the value
@@ -757,11 +758,29 @@ class Emitter:
                 self.converted[src] = d
         return d
 
+    def packed(self, kind: str, low: Expr, high: Expr) -> str:
+        """Two f32 values exact in `kind` (f16 or bf16) packed into one `.b32` register,
+        `low` in the low half (`cvt.rn.f16x2.f32` / `cvt.rn.bf16x2.f32`, sm_80, whose first
+        source goes to the upper half); a pair of immutable registers is packed once."""
+        lo, hi = self.reg(low), self.reg(high)
+        key = f"{kind}:{hi}:{lo}"
+        d = self.converted.get(key)
+        if d is None:
+            d = self.regs.new("b32")
+            self.ins(f"cvt.rn.{kind}x2.f32 {d}, {hi}, {lo}")
+            if lo not in self.mutable and hi not in self.mutable:
+                self.converted[key] = d
+        return d
+
     def mma(self, s: MmaSync) -> None:
-        """One warp's `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` (sm_80), the
+        """One warp's `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` or
+        `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` (`.bf16.bf16`) (sm_80), the
         accumulator registers both C and D; the fragments are as `MmaSync` lays them out."""
-        if len(s.acc) != 4 or len(s.a) != 4 or len(s.b) != 2:
-            raise refuse("an `MmaSync` whose fragments are not 4, 4 and 2 registers")
+        halves = s.kind in ("f16", "bf16")
+        if s.kind != "tf32" and not halves:
+            raise refuse(f"an `MmaSync` of kind `{s.kind}`")
+        if len(s.acc) != 4 or len(s.a) != (8 if halves else 4) or len(s.b) != (4 if halves else 2):
+            raise refuse("an `MmaSync` whose fragments are not the PTX ISA's")
         if any(e.type != "f32" for e in (*s.acc, *s.a, *s.b)):
             raise refuse("an `MmaSync` on values that are not f32")
         acc = []
@@ -770,13 +789,16 @@ class Emitter:
             if r is None or r not in self.mutable:
                 raise refuse(f"an `MmaSync` into `{v.name}`, which is not a variable")
             acc.append(r)
-        a = [self.tf32(e) for e in s.a]
-        b = [self.tf32(e) for e in s.b]
         d = "{" + ", ".join(acc) + "}"
-        self.ins(
-            f"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {d}, "
-            f"{{{', '.join(a)}}}, {{{', '.join(b)}}}, {d}"
-        )
+        if halves:
+            a = [self.packed(s.kind, s.a[k], s.a[k + 1]) for k in range(0, 8, 2)]
+            b = [self.packed(s.kind, s.b[k], s.b[k + 1]) for k in range(0, 4, 2)]
+            shape = f"m16n8k16.row.col.f32.{s.kind}.{s.kind}.f32"
+        else:
+            a = [self.tf32(e) for e in s.a]
+            b = [self.tf32(e) for e in s.b]
+            shape = "m16n8k8.row.col.f32.tf32.tf32.f32"
+        self.ins(f"mma.sync.aligned.{shape} {d}, {{{', '.join(a)}}}, {{{', '.join(b)}}}, {d}")
 
     def copy_async(self, s: CopyAsync) -> None:
         """`cp.async.ca.shared.global` of one element (sm_80+), predicated on the guard,
