@@ -135,7 +135,12 @@ class _Tile:
         ]
         self.batch_axes = Idx(batch, flat=b).axes(body) if batch else []
         self.acc_t = acc_t = lw.REG[self.out]
-        kind = mma_kind(c, self.left, self.right) if acc_t == "f32" else None
+        # a paired product (`Matmul.paired`) goes through the same tiles: its right operand
+        # must suit the same tensor cores
+        rights = [self.right]
+        if c.plan.paired is not None:
+            rights.append(ev.node(c.plan.paired)["inputs"][1])
+        kind = mma_kind(c, self.left, *rights) if acc_t == "f32" else None
         # the k-slice staged at once: one `MmaSync` deep on half tensor cores
         self.sk = MMA_HALF_SHAPE[2] if kind in ("f16", "bf16") else SLICE
         self.size = size = BLOCK * self.sk  # elements of one buffer of either operand
@@ -310,18 +315,19 @@ FRAG_M = BLOCK // WARPS_M // MMA_M  # 16 x 8 tiles per warp along m (4) and n (4
 FRAG_N = BLOCK // WARPS_N // MMA_N
 
 
-def mma_kind(c: KernelContext, left: int, right: int) -> str | None:
-    """The tensor cores a PTX build (`c.tensor_cores`) multiplies `left @ right` on, into an
-    f32 accumulator: "f16" or "bf16" when both operands are buffers of that type (values
-    exact in it: the products are exact, as the scalar path's f32 products of them are),
-    "tf32" for an `@gpu(precision="tf32")` function, else None (scalar f32 products)."""
+def mma_kind(c: KernelContext, left: int, *rights: int) -> str | None:
+    """The tensor cores a PTX build (`c.tensor_cores`) multiplies `left @ right` on (for
+    each right operand), into an f32 accumulator: "f16" or "bf16" when all operands are
+    buffers of that type (values exact in it: the products are exact, as the scalar path's
+    f32 products of them are), "tf32" for an `@gpu(precision="tf32")` function, else None
+    (scalar f32 products)."""
     if not c.tensor_cores:
         return None
     ev = c.ev
-    dtypes = {ev.dtype(left), ev.dtype(right)}
+    operands = (left, *rights)
+    dtypes = {ev.dtype(x) for x in operands}
     stored = all(
-        ev.resolve(x) in ev.buffers and ev.buffers[ev.resolve(x)] not in ev.wide
-        for x in (left, right)
+        ev.resolve(x) in ev.buffers and ev.buffers[ev.resolve(x)] not in ev.wide for x in operands
     )
     if len(dtypes) == 1 and stored and dtypes <= {float16, bfloat16}:
         return "f16" if dtypes == {float16} else "bf16"
