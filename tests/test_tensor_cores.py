@@ -434,6 +434,25 @@ def test_bfloat16_and_paired_float16_products_use_their_own_mma(tmp_path: Path) 
     assert (tmp_path / "gated" / kernel["file"]).read_text().count(F16_MMA) == 32
 
 
+@pytest.mark.parametrize(
+    ("function", "dims"),
+    [
+        # three k-slices, the last partly past K; two batches
+        ("bmm_bf16", {"B": 2, "M": 20, "K": 40, "N": 9}),
+        # two row tiles, the second mostly past M, and both products of the pair
+        ("gated_f16", {"M": 130, "K": 40, "N": 9}),
+    ],
+)
+def test_half_tensor_cores_walk_k_and_guard_the_edges(
+    function: str, dims: dict[str, int], tmp_path: Path
+) -> None:
+    """The zoo's sizes give one k-slice; here K spans several, with a partial last one."""
+    manifest = compiled_ptx("tensor_cores_half", function, tmp_path)
+    actual, inputs = _run(tmp_path, manifest, dims, 6)
+    expected = shim_reference(KERNELS / "tensor_cores_half.py", function, inputs, dims, None)
+    _compare(manifest, actual, expected, "tensor_cores_half", function, dims)
+
+
 def test_other_backends_and_mixed_operands_keep_scalar_products() -> None:
     path = KERNELS / "tensor_cores_half.py"
     result = compile_source(str(path), path.read_text(), ["all"], function="gated_f16")
