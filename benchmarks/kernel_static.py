@@ -40,7 +40,8 @@ loaded once, by construction); `issue us` the time an H200 needs just to issue t
 per element, one instruction per lane per cycle (its fp32 FMA rate): above `h200 us`, the
 kernel is bound by its instruction count, not by memory. A third table takes the matmuls
 whose k loop has tensor-core instructions (TF32, float16, bfloat16): the loop's static SASS,
-its `HMMA` (`mma.sync`) or `HGMMA` (`wgmma`) count and SASS per one, Mimir's and Triton's.
+its `HMMA` (`mma.sync`) or `HGMMA` (`wgmma`) count and SASS per one, Mimir's and Triton's
+(of several k loops, the smallest with tensor-core instructions: `sass_mma_loop`).
 `--no-triton` skips the tables; without triton installed it says so.
 """
 
@@ -130,17 +131,30 @@ def sass_count(cuobjdump: str, cubin: Path) -> int:
     return len(sass_lines(cuobjdump, cubin))
 
 
-def sass_loop(lines: list[tuple[int, str]]) -> list[str]:
-    """The instructions of the largest loop (a branch back to an earlier address)."""
-    best: list[str] = []
+def sass_loops(lines: list[tuple[int, str]]) -> list[list[str]]:
+    """The instructions of each loop (a branch back to an earlier address)."""
+    out = []
     for i, (addr, text) in enumerate(lines):
         m = re.search(r"\bBRA\b.*?0x([0-9a-f]+)", text)
         if not m or int(m.group(1), 16) >= addr:
             continue
         target = int(m.group(1), 16)
-        body = [t for a, t in lines[: i + 1] if a >= target]
-        best = body if len(body) > len(best) else best
-    return best
+        out.append([t for a, t in lines[: i + 1] if a >= target])
+    return out
+
+
+def sass_loop(lines: list[tuple[int, str]]) -> list[str]:
+    """The instructions of the largest loop (a branch back to an earlier address)."""
+    return max(sass_loops(lines), key=len, default=[])
+
+
+def sass_mma_loop(lines: list[tuple[int, str]]) -> list[str]:
+    """The k loop of a matmul: the smallest loop with tensor-core instructions (a half
+    matmul whose K or N is not proven even has a second k loop, for odd sizes, packing
+    its words from element loads: the benchmark's even sizes run the smaller one), else
+    the largest loop."""
+    with_mma = [body for body in sass_loops(lines) if mma_count(body)]
+    return min(with_mma, key=len) if with_mma else sass_loop(lines)
 
 
 def sass_loop_body(lines: list[tuple[int, str]]) -> int:
@@ -172,17 +186,20 @@ def ptx_count(text: str) -> int:
     return sum(1 for line in ptx_instructions(text) if not line.endswith(":"))
 
 
-def ptx_loop_body(text: str) -> int:
-    """PTX instructions in the largest loop (a `bra` back to an earlier label), 0 if none."""
+def ptx_loop_body(text: str, mma: bool = False) -> int:
+    """PTX instructions in the largest loop (a `bra` back to an earlier label), 0 if none;
+    with `mma` in the smallest loop with `mma.sync`, where there is one (`sass_mma_loop`)."""
     lines = ptx_instructions(text)
     where = {line[:-1]: i for i, line in enumerate(lines) if line.endswith(":")}
-    best = 0
+    sizes, with_mma = [0], []
     for i, line in enumerate(lines):
         m = re.search(r"\bbra(?:\.uni)?\s+(\S+?);", line)
         if m and where.get(m.group(1), i) < i:
-            body = lines[where[m.group(1)] : i + 1]
-            best = max(best, sum(1 for x in body if not x.endswith(":")))
-    return best
+            body = [x for x in lines[where[m.group(1)] : i + 1] if not x.endswith(":")]
+            sizes.append(len(body))
+            if any(x.startswith("mma.sync") for x in body):
+                with_mma.append(len(body))
+    return min(with_mma) if mma and with_mma else max(sizes)
 
 
 def _matmuls(path: Path, function: str, dims: dict[str, int]) -> tuple[int, set[str]]:
@@ -307,16 +324,15 @@ def measure(
                 if tools["cuobjdump"]:
                     lines = sass_lines(tools["cuobjdump"], cubin)
                     sass += len(lines)
-                    loop = ptx_loop_body(ptx_file.read_text())
+                    loop = ptx_loop_body(ptx_file.read_text(), mma=True)
                     if "ptx_mac_loop" in row and loop:
-                        body = sass_loop(lines)
+                        body = sass_mma_loop(lines)
                         row["mma_loop"] = max(row.get("mma_loop", 0), mma_count(body))
                         row["sass_loop"] = max(row.get("sass_loop", 0), len(body))
                         # SASS per multiply-add in the k loop: its SASS body per PTX body,
                         # times the PTX one more k-slice executes per multiply-add
                         row["sass_mac_loop"] = max(
-                            row.get("sass_mac_loop", 0),
-                            sass_loop_body(lines) * row["ptx_mac_loop"] / loop,
+                            row.get("sass_mac_loop", 0), len(body) * row["ptx_mac_loop"] / loop
                         )
         row.update(info)
         row["sass"] = sass

@@ -17,6 +17,7 @@ import pytest
 from harness import random_inputs, shim_reference
 from harness.ptx_interp import (
     _ALU,
+    PtxInterpError,
     _mma_m16n8k8,
     _mma_m16n8k16,
     _tf32_bits,
@@ -415,9 +416,15 @@ def test_a_float16_matmul_runs_on_tensor_cores_by_default(tmp_path: Path) -> Non
     assert "precision" not in manifest  # nothing asked for: the products are exact
     text = (tmp_path / manifest["kernels"][0]["file"]).read_text()
     assert ".target sm_80" in text
-    # a 16-deep k-slice: 16 mma of 16 x 8 x 16, A packed 4 x 4 and B 4 x 2 times
+    # a 16-deep k-slice: 16 mma of 16 x 8 x 16, their fragments read from tiles of halves
+    # by 4 ldmatrix.x4 (A) and 2 ldmatrix.x4.trans (B); K and N even: the tiles filled with
+    # 4-byte cp.async of packed pairs (8 words a thread, before the loop and in it), no
+    # repacking
     assert text.count(F16_MMA) == 16 and "tf32" not in text
-    assert text.count("cvt.rn.f16x2.f32") == 24
+    assert text.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4
+    assert text.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 2
+    assert text.count("cp.async.ca.shared.global") == 16 and text.count(", 4;") >= 16
+    assert "cvt.rn.f16x2.f32" not in text and "ld.shared" not in text
     dims = _dims(manifest, "small")
     actual, inputs = _run(tmp_path, manifest, dims, 4)
     function = "linear_gelu_f16_tiles"
@@ -428,10 +435,15 @@ def test_a_float16_matmul_runs_on_tensor_cores_by_default(tmp_path: Path) -> Non
 def test_bfloat16_and_paired_float16_products_use_their_own_mma(tmp_path: Path) -> None:
     bmm = compiled_ptx("tensor_cores_half", "bmm_bf16", tmp_path / "bmm")
     text = (tmp_path / "bmm" / bmm["kernels"][0]["file"]).read_text()
-    assert text.count(BF16_MMA) == 16 and text.count("cvt.rn.bf16x2.f32") == 24
+    # K, N unknown: two k loops, one copying the packed words as they are (K and N even at
+    # run time), one packing each from two element loads (8 words a thread, before the loop
+    # and in it); 16 mma and 6 ldmatrix each
+    assert text.count(BF16_MMA) == 32 and text.count("cvt.rn.bf16x2.f32") == 16
+    assert text.count("ldmatrix") == 12 and text.count("cp.async.ca.shared.global") == 16
     gated = compiled_ptx("tensor_cores_half", "gated_f16", tmp_path / "gated")
     (kernel,) = gated["kernels"]
-    assert (tmp_path / "gated" / kernel["file"]).read_text().count(F16_MMA) == 32
+    # two products, each with its two k loops
+    assert (tmp_path / "gated" / kernel["file"]).read_text().count(F16_MMA) == 64
 
 
 @pytest.mark.parametrize(
@@ -441,6 +453,11 @@ def test_bfloat16_and_paired_float16_products_use_their_own_mma(tmp_path: Path) 
         ("bmm_bf16", {"B": 2, "M": 20, "K": 40, "N": 9}),
         # two row tiles, the second mostly past M, and both products of the pair
         ("gated_f16", {"M": 130, "K": 40, "N": 9}),
+        # K and N even: the packed words copied as they are (cp.async), the edges zero
+        ("bmm_bf16", {"B": 2, "M": 20, "K": 40, "N": 10}),
+        ("gated_f16", {"M": 130, "K": 40, "N": 24}),
+        # K odd, N even: words packed from element loads
+        ("bmm_bf16", {"B": 1, "M": 17, "K": 23, "N": 8}),
     ],
 )
 def test_half_tensor_cores_walk_k_and_guard_the_edges(
@@ -481,8 +498,19 @@ def _swap_a_halves(text: str) -> str:
     return re.sub(r"cvt\.rn\.f16x2\.f32 (%r\d+), (%f\d+), (%f\d+)", swap, text)
 
 
+def _swap_packed_halves(text: str) -> str:
+    """Every `cvt.rn.f16x2.f32` (the words staged from element loads where K or N is odd)
+    with its sources swapped: k and k + 1 of A, n and n + 1 of B."""
+    return re.sub(
+        r"cvt\.rn\.f16x2\.f32 (%r\d+), (%f\d+), (%f\d+)", r"cvt.rn.f16x2.f32 \1, \3, \2", text
+    )
+
+
+EVEN = {"M": 20, "K": 24, "N": 10}  # K and N even: the packed words copied as they are
+
+
 @pytest.mark.parametrize(
-    ("what", "edit"),
+    ("what", "edit", "dims"),
     [
         # a1 <-> a2 in every mma (the TF32 layout's order): rows and k mixed up
         (
@@ -492,18 +520,162 @@ def _swap_a_halves(text: str) -> str:
                 r"\1\2, \4, \3, \5}",
                 t,
             ),
+            None,
         ),
         # b0 <-> b1: k and k + 8 exchanged
-        ("b order", lambda t: re.sub(r"(\}, \{)(%r\d+), (%r\d+)(\}, \{%f)", r"\1\3, \2\4", t)),
-        # the halves of A's packed pairs exchanged (k and k + 1 of A only: exchanging them
-        # in both operands would leave every product in the sum)
-        ("packing", lambda t: _swap_a_halves(t)),
+        (
+            "b order",
+            lambda t: re.sub(r"(\}, \{)(%r\d+), (%r\d+)(\}, \{%f)", r"\1\3, \2\4", t),
+            None,
+        ),
+        # the halves of the words packed from element loads exchanged (the zoo's odd sizes)
+        ("packing", _swap_packed_halves, None),
+        # B's k-major rows read untransposed: B[n][k] in place of B[k][n]
+        ("no trans", lambda t: t.replace(".x4.trans.shared", ".x4.shared"), EVEN),
+        # A's matrices 1 and 2 exchanged (rows + 8 and k + 8) as ldmatrix writes them
+        (
+            "a matrices",
+            lambda t: re.sub(
+                r"(ldmatrix\S*x4\.shared\.b16 \{)(%r\d+), (%r\d+), (%r\d+), (%r\d+)\}",
+                r"\1\2, \4, \3, \5}",
+                t,
+            ),
+            EVEN,
+        ),
     ],
 )
-def test_a_wrong_half_fragment_layout_is_caught(what: str, edit, tmp_path: Path) -> None:
+def test_a_wrong_half_fragment_layout_is_caught(what: str, edit, dims, tmp_path: Path) -> None:
     manifest = compiled_ptx("tensor_cores_half", "gated_f16", tmp_path)
     _mutated(tmp_path, manifest, edit, F16_MMA)
-    _caught(tmp_path, manifest, "gated_f16", stem="tensor_cores_half")
+    if dims is None:
+        _caught(tmp_path, manifest, "gated_f16", stem="tensor_cores_half")
+        return
+    actual, inputs = _run(tmp_path, manifest, dims, 3)
+    expected = shim_reference(KERNELS / "tensor_cores_half.py", "gated_f16", inputs, dims, None)
+    with pytest.raises(AssertionError, match="values differ"):
+        _compare(manifest, actual, expected, "tensor_cores_half", "gated_f16", dims)
+
+
+# ---------------------------------------------------------------- ldmatrix in the interpreter
+
+# 32 threads: thread t stores row t (the 8 halves 8t .. 8t + 7) at the permuted slot
+# 7t % 32 of a shared tile; after a barrier each lane gives its own row's address to an
+# ldmatrix.x4 and an ldmatrix.x4.trans, and stores the 8 registers it receives.
+_LDMATRIX = """
+.version 7.8
+.target sm_80
+.address_size 64
+
+.visible .entry ldm(
+    .param .u64 .ptr .global .align 4 out
+)
+.reqntid 32, 1, 1
+{
+    .reg .b32 %r<20>;
+    .reg .b64 %rd<4>;
+    .shared .align 16 .b8 tile[512];
+    ld.param.u64 %rd0, [out];
+    cvta.to.global.u64 %rd1, %rd0;
+    mov.u32 %r0, %tid.x;
+    mul.lo.u32 %r1, %r0, 7;
+    and.b32 %r1, %r1, 31;
+    mov.u32 %r2, tile;
+    shl.b32 %r3, %r1, 4;
+    add.u32 %r3, %r2, %r3;
+    shl.b32 %r4, %r0, 3;
+    add.u32 %r5, %r4, 1;
+    shl.b32 %r5, %r5, 16;
+    or.b32 %r5, %r5, %r4;
+    add.u32 %r6, %r5, 131074;
+    add.u32 %r7, %r5, 262148;
+    add.u32 %r8, %r5, 393222;
+    st.shared.u32 [%r3], %r5;
+    st.shared.u32 [%r3+4], %r6;
+    st.shared.u32 [%r3+8], %r7;
+    st.shared.u32 [%r3+12], %r8;
+    bar.sync 0;
+    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r10, %r11, %r12, %r13}, [%r3];
+    ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%r14, %r15, %r16, %r17}, [%r3];
+    mul.wide.u32 %rd2, %r0, 32;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r10;
+    st.global.u32 [%rd3+4], %r11;
+    st.global.u32 [%rd3+8], %r12;
+    st.global.u32 [%rd3+12], %r13;
+    st.global.u32 [%rd3+16], %r14;
+    st.global.u32 [%rd3+20], %r15;
+    st.global.u32 [%rd3+24], %r16;
+    st.global.u32 [%rd3+28], %r17;
+    ret;
+}
+"""
+
+
+def _run_ldmatrix(text: str) -> list[list[tuple[int, int]]]:
+    """Each lane's 8 registers as (low, high) halves."""
+    import struct
+
+    from harness.ptx_interp import _Interp, _Memory, _parse
+
+    out = bytearray(32 * 32)
+    interp = _Interp(_parse(text), _Memory([(1 << 40, out, "out")]), {})
+    interp.params = {"out": struct.pack("<Q", 1 << 40)}
+    interp.launch("ldm", (1, 1, 1))
+    words = struct.unpack("<256I", bytes(out))
+    return [[(w & 0xFFFF, w >> 16) for w in words[8 * t : 8 * t + 8]] for t in range(32)]
+
+
+def _ldmatrix_reference(row, col) -> list[list[tuple[int, int]]]:
+    """Lane l's registers, where matrix j's element (r, c) holds 64 j + 8 r + c and
+    `row(g, q, e)`, `col(g, q, e)` place the e-th half of lane (g, q)'s pair."""
+    out = []
+    for lane in range(32):
+        g, q = lane // 4, lane % 4
+        regs = []
+        for trans in (False, True):
+            for j in range(4):
+                pair = []
+                for e in range(2):
+                    r, c = row(g, q, e), col(g, q, e)
+                    if trans:
+                        r, c = c, r
+                    pair.append(64 * j + 8 * r + c)
+                regs.append(tuple(pair))
+        out.append(regs)
+    return out
+
+
+def test_ldmatrix_gives_each_lane_the_pairs_the_ptx_isa_says() -> None:
+    # lane (g, q) = (l / 4, l % 4): row g, columns 2q and 2q + 1 of each matrix; with
+    # .trans rows 2q and 2q + 1 of column g
+    got = _run_ldmatrix(_LDMATRIX)
+    assert got == _ldmatrix_reference(lambda g, q, e: g, lambda g, q, e: 2 * q + e)
+
+
+@pytest.mark.parametrize(
+    ("row", "col"),
+    [
+        (lambda g, q, e: 2 * q + e, lambda g, q, e: g),  # transposed mapping
+        (lambda g, q, e: q, lambda g, q, e: 2 * (g % 4) + e),  # lanes' g and q exchanged
+        (lambda g, q, e: g, lambda g, q, e: 2 * q + 1 - e),  # halves of a pair exchanged
+    ],
+)
+def test_a_wrong_ldmatrix_mapping_gives_other_registers(row, col) -> None:
+    assert _run_ldmatrix(_LDMATRIX) != _ldmatrix_reference(row, col)
+
+
+def test_an_ldmatrix_before_the_barrier_is_a_race() -> None:
+    with pytest.raises(PtxInterpError, match="data race on shared memory"):
+        _run_ldmatrix(_LDMATRIX.replace("    bar.sync 0;\n", ""))
+
+
+def test_an_ldmatrix_row_address_must_be_16_byte_aligned() -> None:
+    text = _LDMATRIX.replace(
+        ".x4.shared.b16 {%r10, %r11, %r12, %r13}, [%r3]",
+        ".x4.shared.b16 {%r10, %r11, %r12, %r13}, [%r3+4]",
+    )
+    with pytest.raises(PtxInterpError, match="16-byte aligned"):
+        _run_ldmatrix(text)
 
 
 # ---------------------------------------------------------------- manifests of every backend

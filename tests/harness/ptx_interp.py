@@ -394,6 +394,13 @@ def _instruction(
         # 4, 4, 2 and 4 registers for both shapes (k16's A and B two halves to a register)
         d, a, b, c = (_lanes(op, n) for op, n in zip(ops, (4, 4, 2, 4), strict=True))
         return (guard, neg, "mma", d, a, b, c, _MMA[opcode])
+    if opcode.startswith("ldmatrix."):  # ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16
+        m = re.fullmatch(r"ldmatrix\.sync\.aligned\.m8n8\.x([124])(\.trans)?\.shared\.b16", opcode)
+        if not m:
+            raise PtxInterpError(f"the interpreter does not model `{opcode}`")
+        count = int(m.group(1))
+        dsts = _lanes(ops[0], count)
+        return (guard, neg, "ldm", count, m.group(2) is not None, dsts, _operand(ops[1], opcode))
     if opcode in ("bra", "ret", "bar.sync"):
         return (guard, neg, opcode, ops[0] if ops else None)
     if opcode.startswith("mov."):
@@ -622,6 +629,10 @@ class _Interp:
                 elif ins[6] != "f32" and type(v) is float:
                     v = struct.unpack("<I", struct.pack("<f", v))[0]
                 regs[ins[4]] = v
+            elif kind == "ldm":
+                d = yield ("ldm", (ins[3], ins[4]), value(regs, ins[6]), regs["%tid"])
+                for r, v in zip(ins[5], d, strict=True):
+                    regs[r] = v
             elif kind == "mma":
                 frags = tuple([value(regs, r) for r in ins[k]] for k in (4, 5, 6))
                 d = yield ("mma", ins[7], *frags)
@@ -854,6 +865,9 @@ class _Interp:
             if any(waiting[t][0] == "mma" for t in lanes):
                 done.update(self._mma(warp, lanes, waiting, threads, size))
                 continue
+            if any(waiting[t][0] == "ldm" for t in lanes):
+                done.update(self._ldmatrix(warp, lanes, waiting, threads, size))
+                continue
             masks = {waiting[t][4] for t in lanes}
             if len(masks) != 1:
                 raise PtxInterpError(f"`shfl.sync`: warp {warp} disagrees on the member mask")
@@ -889,6 +903,62 @@ class _Interp:
             for t in lanes:
                 del waiting[t]
         return done
+
+    def _ldmatrix(
+        self, warp: int, lanes: list[int], waiting: dict[int, Any], threads: dict, size: int
+    ) -> dict[int, Any]:
+        """Complete one warp's `ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16` once all 32
+        lanes wait at one (PTX ISA, "Warp-level matrix load instruction: ldmatrix"): lane
+        `8 j + r` gives the address of row r of matrix j (16 bytes, 16-byte aligned, in
+        shared memory), read by every lane it goes to (race detection); lane l receives in its
+        j-th register the elements at row `l / 4`, columns `2 (l % 4)`, `+ 1` of matrix j,
+        or with `.trans` at rows `2 (l % 4)`, `+ 1` of column `l / 4`, the first in the low
+        half. With x1 and x2 only the first 8 or 16 lanes' addresses are used."""
+        base = warp * WARP
+        named = set(range(base, base + WARP))
+        if not named <= set(range(size)) or any(t not in threads for t in named):
+            raise PtxInterpError(f"`ldmatrix` in warp {warp}, which is not whole")
+        if any(waiting[t][0] != "ldm" for t in lanes):
+            raise PtxInterpError(f"warp {warp}: lanes at `ldmatrix` and elsewhere at once")
+        if set(lanes) != named:
+            return {}  # some lanes have not arrived yet
+        shapes = {waiting[t][1] for t in lanes}
+        if len(shapes) != 1:
+            raise PtxInterpError(f"warp {warp}: lanes at `ldmatrix`es of other shapes at once")
+        ((count, trans),) = shapes
+        mats = []
+        for j in range(count):
+            rows = []
+            for r in range(8):
+                where = waiting[base + 8 * j + r][2]
+                if where % 16:
+                    raise PtxInterpError(f"`ldmatrix` row address {where:#x} not 16-byte aligned")
+                # read by each lane that receives part of the row (row r's pairs go to
+                # lanes 4r .. 4r + 3; transposed, its elements to lanes 4g + r / 2)
+                receivers = (
+                    [4 * r + k for k in range(4)] if trans else [4 * g + r // 2 for g in range(8)]
+                )
+                for lane in receivers:
+                    regs = {"%tid": waiting[base + lane][3]}
+                    for w in range(4):
+                        self.race_check(regs, where + 4 * w, write=False)
+                data, off = self.shared_mem.find(where, 16)
+                rows.append(struct.unpack("<8H", data[off : off + 16]))
+            mats.append(rows)
+        out = {}
+        for lane in range(WARP):
+            g, q = lane // 4, lane % 4
+            regs = []
+            for rows in mats:
+                if trans:
+                    lo, hi = rows[2 * q][g], rows[2 * q + 1][g]
+                else:
+                    lo, hi = rows[g][2 * q], rows[g][2 * q + 1]
+                regs.append(lo | hi << 16)
+            out[base + lane] = regs
+        for t in lanes:
+            del waiting[t]
+        return out
 
     def _mma(
         self, warp: int, lanes: list[int], waiting: dict[int, Any], threads: dict, size: int

@@ -23,6 +23,7 @@ from mimir.codegen.ir import (
     CopyAsync,
     Helper,
     Kernel,
+    LoadMatrix,
     MmaSync,
     SharedVectorLoad,
     Uniform,
@@ -173,7 +174,12 @@ class PTX(Backend):
             prologue.ins(f"cvta.to.global.u64 {base}, {generic}")
             memory[b.name] = Memory("global", base, b.elem, readonly=b.access == "read")
         decls = []
-        vectors = {s.array for s in walk_statements(kernel.body) if isinstance(s, SharedVectorLoad)}
+        # `ld.shared.v4` and `ldmatrix` rows need 16-byte alignment
+        vectors = {
+            s.array
+            for s in walk_statements(kernel.body)
+            if isinstance(s, (SharedVectorLoad, LoadMatrix))
+        }
         for a in kernel.shared:
             size = ELEMENT_BYTES[a.elem] * a.count
             align = 16 if a.name in vectors else 4  # `ld.shared.v4` needs 16-byte alignment

@@ -76,7 +76,9 @@ from mimir.codegen.ir import (
     If,
     Let,
     Load,
+    LoadMatrix,
     MmaSync,
+    PackHalves,
     Return,
     Select,
     SharedVectorLoad,
@@ -691,6 +693,12 @@ class Emitter:
             self.ins("cp.async.wait_all")
         elif isinstance(s, MmaSync):
             self.mma(s)
+        elif isinstance(s, LoadMatrix):
+            self.load_matrix(s)
+        elif isinstance(s, PackHalves):
+            if s.kind not in ("f16", "bf16") or s.var.type != "u32":
+                raise refuse(f"a packing of two `{s.kind}` into `{s.var.type}`")
+            self.env[s.var.name] = self.packed(s.kind, s.low, s.high)
         elif isinstance(s, Store):
             self.store(s)
         elif isinstance(s, GlobalVectorLoad):
@@ -779,9 +787,11 @@ class Emitter:
         halves = s.kind in ("f16", "bf16")
         if s.kind != "tf32" and not halves:
             raise refuse(f"an `MmaSync` of kind `{s.kind}`")
-        if len(s.acc) != 4 or len(s.a) != (8 if halves else 4) or len(s.b) != (4 if halves else 2):
+        packed = halves and len(s.a) == 4 and all(e.type == "u32" for e in (*s.a, *s.b))
+        n_a, n_b = (4, 2) if packed or not halves else (8, 4)
+        if len(s.acc) != 4 or len(s.a) != n_a or len(s.b) != n_b:
             raise refuse("an `MmaSync` whose fragments are not the PTX ISA's")
-        if any(e.type != "f32" for e in (*s.acc, *s.a, *s.b)):
+        if any(e.type != "f32" for e in (*s.acc, *(() if packed else (*s.a, *s.b)))):
             raise refuse("an `MmaSync` on values that are not f32")
         acc = []
         for v in s.acc:
@@ -790,7 +800,11 @@ class Emitter:
                 raise refuse(f"an `MmaSync` into `{v.name}`, which is not a variable")
             acc.append(r)
         d = "{" + ", ".join(acc) + "}"
-        if halves:
+        if packed:
+            a = [self.reg(e) for e in s.a]
+            b = [self.reg(e) for e in s.b]
+            shape = f"m16n8k16.row.col.f32.{s.kind}.{s.kind}.f32"
+        elif halves:
             a = [self.packed(s.kind, s.a[k], s.a[k + 1]) for k in range(0, 8, 2)]
             b = [self.packed(s.kind, s.b[k], s.b[k + 1]) for k in range(0, 4, 2)]
             shape = f"m16n8k16.row.col.f32.{s.kind}.{s.kind}.f32"
@@ -800,15 +814,33 @@ class Emitter:
             shape = "m16n8k8.row.col.f32.tf32.tf32.f32"
         self.ins(f"mma.sync.aligned.{shape} {d}, {{{', '.join(a)}}}, {{{', '.join(b)}}}, {d}")
 
+    def load_matrix(self, s: LoadMatrix) -> None:
+        """`ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16` (sm_75) into fresh `.b32`
+        registers, this lane's row address the word `s.index` of a u32 shared array."""
+        mem, addr = self.address(s.array, s.index)
+        if mem.space != "shared" or mem.elem != "u32" or len(s.vars) not in (1, 2, 4):
+            raise refuse(f"an `ldmatrix` of {len(s.vars)} from `{s.array}`")
+        dsts = [self.new("u32") for _ in s.vars]
+        trans = ".trans" if s.trans else ""
+        shape = f"m8n8.x{len(dsts)}{trans}.shared.b16"
+        self.ins(f"ldmatrix.sync.aligned.{shape} {{{', '.join(dsts)}}}, {addr}")
+        for v, d in zip(s.vars, dsts, strict=True):
+            self.env[v.name] = d
+
     def copy_async(self, s: CopyAsync) -> None:
         """`cp.async.ca.shared.global` of one element (sm_80+), predicated on the guard,
-        which otherwise stores 0 into the slot; done by the next `cp.async.wait_all`."""
+        which otherwise stores 0 into the slot; done by the next `cp.async.wait_all`. With
+        `s.pair` two f16 elements into one u32 word (4 bytes, the element index even)."""
         dst_mem, dst = self.address(s.array, s.index)
         src_mem, src = self.address(s.value.array, s.value.index)
         size = ELEMENT_BYTES[src_mem.elem]
+        if s.pair:
+            if src_mem.elem != "f16" or dst_mem.elem != "u32":
+                raise refuse(f"a paired asynchronous copy from `{s.value.array}`")
+            size = 4
         if dst_mem.space != "shared" or src_mem.space != "global" or size not in (4, 8, 16):
             raise refuse(f"an asynchronous copy from `{s.value.array}` to `{s.array}`")
-        if dst_mem.elem != src_mem.elem:
+        if dst_mem.elem != src_mem.elem and not s.pair:
             raise refuse(f"an asynchronous copy from `{src_mem.elem}` to `{dst_mem.elem}`")
         if s.cond is None:
             self.ins(f"cp.async.ca.shared.global {dst}, {src}, {size}")
