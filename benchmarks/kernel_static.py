@@ -38,8 +38,11 @@ static PTX instructions) of its files. `x` is Mimir's figure over Triton's. Time
 `m-ser us` the roofline as above (the anchors move the ideal bytes: one launch, each block
 loaded once, by construction); `issue us` the time an H200 needs just to issue the SASS
 per element, one instruction per lane per cycle (its fp32 FMA rate): above `h200 us`, the
-kernel is bound by its instruction count, not by memory. `--no-triton` skips the table;
-without triton installed it says so.
+kernel is bound by its instruction count, not by memory. A third table takes the matmuls
+whose k loop has tensor-core instructions (TF32, float16, bfloat16): the loop's static SASS,
+its `HMMA` (`mma.sync`) or `HGMMA` (`wgmma`) count and SASS per one, Mimir's and Triton's
+(of several k loops, the smallest with tensor-core instructions: `sass_mma_loop`).
+`--no-triton` skips the tables; without triton installed it says so.
 """
 
 from __future__ import annotations
@@ -128,16 +131,40 @@ def sass_count(cuobjdump: str, cubin: Path) -> int:
     return len(sass_lines(cuobjdump, cubin))
 
 
-def sass_loop_body(lines: list[tuple[int, str]]) -> int:
-    """Instructions in the largest loop (a branch back to an earlier address), 0 if none."""
-    best = 0
+def sass_loops(lines: list[tuple[int, str]]) -> list[list[str]]:
+    """The instructions of each loop (a branch back to an earlier address)."""
+    out = []
     for i, (addr, text) in enumerate(lines):
         m = re.search(r"\bBRA\b.*?0x([0-9a-f]+)", text)
         if not m or int(m.group(1), 16) >= addr:
             continue
         target = int(m.group(1), 16)
-        best = max(best, sum(1 for a, _ in lines[: i + 1] if a >= target))
-    return best
+        out.append([t for a, t in lines[: i + 1] if a >= target])
+    return out
+
+
+def sass_loop(lines: list[tuple[int, str]]) -> list[str]:
+    """The instructions of the largest loop (a branch back to an earlier address)."""
+    return max(sass_loops(lines), key=len, default=[])
+
+
+def sass_mma_loop(lines: list[tuple[int, str]]) -> list[str]:
+    """The k loop of a matmul: the smallest loop with tensor-core instructions (a half
+    matmul whose K or N is not proven even has a second k loop, for odd sizes, packing
+    its words from element loads: the benchmark's even sizes run the smaller one), else
+    the largest loop."""
+    with_mma = [body for body in sass_loops(lines) if mma_count(body)]
+    return min(with_mma, key=len) if with_mma else sass_loop(lines)
+
+
+def sass_loop_body(lines: list[tuple[int, str]]) -> int:
+    """Instructions in the largest loop (a branch back to an earlier address), 0 if none."""
+    return len(sass_loop(lines))
+
+
+def mma_count(instructions: list[str]) -> int:
+    """Tensor-core instructions: `HMMA` (`mma.sync`) and `HGMMA` (`wgmma`, sm_90)."""
+    return sum(1 for t in instructions if re.search(r"\bHG?MMA\b", t))
 
 
 def ptx_instructions(text: str) -> list[str]:
@@ -159,17 +186,20 @@ def ptx_count(text: str) -> int:
     return sum(1 for line in ptx_instructions(text) if not line.endswith(":"))
 
 
-def ptx_loop_body(text: str) -> int:
-    """PTX instructions in the largest loop (a `bra` back to an earlier label), 0 if none."""
+def ptx_loop_body(text: str, mma: bool = False) -> int:
+    """PTX instructions in the largest loop (a `bra` back to an earlier label), 0 if none;
+    with `mma` in the smallest loop with `mma.sync`, where there is one (`sass_mma_loop`)."""
     lines = ptx_instructions(text)
     where = {line[:-1]: i for i, line in enumerate(lines) if line.endswith(":")}
-    best = 0
+    sizes, with_mma = [0], []
     for i, line in enumerate(lines):
         m = re.search(r"\bbra(?:\.uni)?\s+(\S+?);", line)
         if m and where.get(m.group(1), i) < i:
-            body = lines[where[m.group(1)] : i + 1]
-            best = max(best, sum(1 for x in body if not x.endswith(":")))
-    return best
+            body = [x for x in lines[where[m.group(1)] : i + 1] if not x.endswith(":")]
+            sizes.append(len(body))
+            if any(x.startswith("mma.sync") for x in body):
+                with_mma.append(len(body))
+    return min(with_mma) if mma and with_mma else max(sizes)
 
 
 def _matmuls(path: Path, function: str, dims: dict[str, int]) -> tuple[int, set[str]]:
@@ -294,13 +324,15 @@ def measure(
                 if tools["cuobjdump"]:
                     lines = sass_lines(tools["cuobjdump"], cubin)
                     sass += len(lines)
-                    loop = ptx_loop_body(ptx_file.read_text())
+                    loop = ptx_loop_body(ptx_file.read_text(), mma=True)
                     if "ptx_mac_loop" in row and loop:
+                        body = sass_mma_loop(lines)
+                        row["mma_loop"] = max(row.get("mma_loop", 0), mma_count(body))
+                        row["sass_loop"] = max(row.get("sass_loop", 0), len(body))
                         # SASS per multiply-add in the k loop: its SASS body per PTX body,
                         # times the PTX one more k-slice executes per multiply-add
                         row["sass_mac_loop"] = max(
-                            row.get("sass_mac_loop", 0),
-                            sass_loop_body(lines) * row["ptx_mac_loop"] / loop,
+                            row.get("sass_mac_loop", 0), len(body) * row["ptx_mac_loop"] / loop
                         )
         row.update(info)
         row["sass"] = sass
@@ -330,8 +362,10 @@ def measure_triton(anchor: Any, dims: dict[str, int], tools: dict) -> dict:
             if tools["cuobjdump"]:
                 lines = sass_lines(tools["cuobjdump"], cubin)
                 row["sass"] = len(lines)
-                body = sass_loop_body(lines) if anchor.per == "mac" else 0
+                loop = sass_loop(lines) if anchor.per == "mac" else []
+                body = len(loop)
                 row["sass_el"] = (body or len(lines)) * got["threads"] / got["work"]
+                row["sass_loop"], row["mma_loop"] = body, mma_count(loop)
                 own = Path(tmp) / "own.cubin"  # the cubin Triton's bundled ptxas made
                 own.write_bytes(got["cubin"])
                 row["sass_own"] = sass_count(tools["cuobjdump"], own)
@@ -405,7 +439,39 @@ def triton_table(rows: list[dict], tools: dict, scale: int) -> list[dict]:
             f"{h:>11} {issue:>13} {m:>11}  {t['config']}{per}",
             flush=True,
         )
+    mma_table(by_name, out)
     return out
+
+
+def mma_table(by_name: dict[str, dict], anchors: list[dict]) -> None:
+    """The k loops with tensor-core instructions, Mimir's and Triton's: the loop's static
+    SASS, its `HMMA` / `HGMMA` instructions and SASS instructions per one of them."""
+    rows = [
+        (t, by_name[t["function"]])
+        for t in anchors
+        if t.get("mma_loop") or by_name[t["function"]].get("mma_loop")
+    ]
+    if not rows:
+        return
+    print()
+    print("k loops on tensor cores (static SASS of the loop body, sm_90)")
+    header = (
+        f"{'op':<22} {'mimir sass':>10} {'HMMA':>5} {'sass/mma':>8}  "
+        f"{'triton sass':>11} {'mma':>4} {'sass/mma':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for t, mine in rows:
+
+        def per(row: dict) -> str:
+            return f"{row['sass_loop'] / row['mma_loop']:.2f}" if row.get("mma_loop") else "-"
+
+        print(
+            f"{t['function']:<22} {mine.get('sass_loop', 0):>10} {mine.get('mma_loop', 0):>5} "
+            f"{per(mine):>8}  {t.get('sass_loop', 0):>11} {t.get('mma_loop', 0):>4} "
+            f"{per(t):>8}",
+            flush=True,
+        )
 
 
 def issue_us(sass_el: float, work: int) -> float:

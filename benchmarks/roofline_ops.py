@@ -1,7 +1,7 @@
 """The memory-bound ops compared with Triton, as `@gpu` functions: what benchmarks/kernel_static.py
 measures by default (the test zoo with `--zoo`)."""
 
-from mimir.array import Dim, Tensor, float32, gpu
+from mimir.array import Dim, Tensor, bfloat16, float16, float32, gpu
 
 N = Dim("N")
 D = Dim("D")
@@ -74,6 +74,21 @@ def matmul_bias_relu_tf32(
     a: Tensor[float32, I, K], w: Tensor[float32, K, J], b: Tensor[float32, J]
 ) -> Tensor[float32, I, J]:
     # the same op on TF32 tensor cores (PTX `mma.sync`), beside Triton's TF32 anchor
+    return (a @ w + b).relu()
+
+
+@gpu
+def matmul_bias_relu_f16(
+    a: Tensor[float16, I, K], w: Tensor[float16, K, J], b: Tensor[float32, J]
+) -> Tensor[float32, I, J]:
+    # float16 operands: on tensor cores on PTX (`mma.sync ... m16n8k16`), no `precision=`
+    return (a @ w + b).relu()
+
+
+@gpu
+def matmul_bias_relu_bf16(
+    a: Tensor[bfloat16, I, K], w: Tensor[bfloat16, K, J], b: Tensor[float32, J]
+) -> Tensor[float32, I, J]:
     return (a @ w + b).relu()
 
 

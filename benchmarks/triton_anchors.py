@@ -196,6 +196,31 @@ ANCHORS: list[Anchor] = [
         per="mac",
         note="fp32 FMA (input_precision='ieee')",
     ),
+    # the same matmul on float16 and bfloat16 operands: tensor cores on both sides
+    Anchor(
+        "matmul_bias_relu_f16",
+        "t_matmul_bias_relu",
+        {**_MM_SIG, "a": "*fp16", "w": "*fp16"},
+        {"BM": 128, "BN": 128, "BK": 32, "PRECISION": "tf32"},
+        ("a", "w", "bias", "out", "M", "N", "K", "stride_am", "stride_wk", "stride_om"),
+        num_warps=8,
+        num_stages=3,
+        work="BM*BN*BK",
+        per="mac",
+        note="fp16 tensor cores, f32 accumulator",
+    ),
+    Anchor(
+        "matmul_bias_relu_bf16",
+        "t_matmul_bias_relu",
+        {**_MM_SIG, "a": "*bf16", "w": "*bf16"},
+        {"BM": 128, "BN": 128, "BK": 32, "PRECISION": "tf32"},
+        ("a", "w", "bias", "out", "M", "N", "K", "stride_am", "stride_wk", "stride_om"),
+        num_warps=8,
+        num_stages=3,
+        work="BM*BN*BK",
+        per="mac",
+        note="bf16 tensor cores, f32 accumulator",
+    ),
     Anchor(
         "layer_norm_1024",
         "t_layer_norm",
@@ -390,7 +415,9 @@ def _config(anchor: Anchor, constexprs: dict[str, Any]) -> str:
     parts.append(f"w{anchor.num_warps}")
     if anchor.per == "mac":
         parts.append(f"s{anchor.num_stages}")
-        if constexprs.get("PRECISION") == "tf32":
+        if anchor.signature["a"] != _P:  # half operands: their type, not the precision
+            parts.append(anchor.signature["a"].lstrip("*"))
+        elif constexprs.get("PRECISION") == "tf32":
             parts.append("tf32")
     return " ".join(parts)
 

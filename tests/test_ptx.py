@@ -264,8 +264,10 @@ def test_headers_barriers_and_ieee_arithmetic() -> None:
         if not name.endswith(".ptx"):
             continue
         lines = [ln for ln in text.splitlines() if not ln.startswith("//")]
-        # sm_80 exactly where the kernel stages through cp.async (the matmul), else sm_70
-        target = PTX_ASYNC_TARGET if "cp.async" in text else PTX_TARGET
+        # sm_80 exactly where the kernel stages through cp.async (the matmul) or multiplies
+        # on tensor cores (a float16 matmul stages without cp.async), else sm_70
+        sm80 = "cp.async" in text or "mma.sync" in text
+        target = PTX_ASYNC_TARGET if sm80 else PTX_TARGET
         assert lines[:3] == [f".version {PTX_VERSION}", f".target {target}", ".address_size 64"]
         # Approximate and flush-to-zero instructions only where fast math puts them: the
         # mathlib's ex2/rcp and rsqrt (the rest of the semantics are IEEE).

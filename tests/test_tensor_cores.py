@@ -1,7 +1,9 @@
-"""`@gpu(precision="tf32")`: the shim's TF32 rounding, the PTX interpreter's `mma.sync`, and
+"""Tensor cores: `@gpu(precision="tf32")` (the shim's TF32 rounding) and float16 / bfloat16
+matmuls; the PTX interpreter's `mma.sync` (m16n8k8 .tf32 and m16n8k16 .f16 / .bf16), and
 that a tensor-core kernel with a wrong fragment mapping or without its operand rounding
-fails against the shim (the zoo runs, `tests/kernels/tensor_cores.py`, are in
-`test_ptx_exec.py` and `test_backends_exec.py`)."""
+fails against the shim (the zoo runs, `tests/kernels/tensor_cores.py` and
+`tests/kernels/tensor_cores_half.py`, are in `test_ptx_exec.py` and
+`test_backends_exec.py`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,16 @@ from pathlib import Path
 
 import pytest
 from harness import random_inputs, shim_reference
-from harness.ptx_interp import _mma_m16n8k8, _tf32_bits, run_ptx_manifest_cpu
+from harness.ptx_interp import (
+    _ALU,
+    PtxInterpError,
+    _mma_m16n8k8,
+    _mma_m16n8k16,
+    _tf32_bits,
+    _to_bf16_rn,
+    _to_f16_rn,
+    run_ptx_manifest_cpu,
+)
 from test_backends_exec import KERNELS, _compare, _dims
 from test_ptx_exec import compiled_ptx
 
@@ -177,6 +188,117 @@ def test_mma_reads_only_the_tf32_bits_of_its_operands() -> None:
     assert _mma_m16n8k8(lanes)[0][0] == 1.0
 
 
+# ---------------------------------------------------------------- the m16n8k16 mma (halves)
+
+
+def _half(kind: str, x: float) -> int:
+    """x's bits in `kind` (x exact in it)."""
+    return _to_f16_rn(x) if kind == "f16" else _to_bf16_rn(x)
+
+
+def _isa16(g: int, q: int):
+    """The PTX ISA's m16n8k16 .f16 / .bf16 layout ("Matrix Fragments for mma.m16n8k16 with
+    floating point type"): (row, col) of a0..a7, b0..b3, c0..c3."""
+    a = [(g + 8 * (i >> 1 & 1), 2 * q + (i & 1) + 8 * (i >> 2)) for i in range(8)]
+    b = [(2 * q + (i & 1) + 8 * (i >> 1), g) for i in range(4)]
+    c = [(g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1)]
+    return a, b, c
+
+
+def _k16_swapped_rows(g: int, q: int):
+    """a2, a3 exchanged with a4, a5 (rows and k-halves mixed up): wrong."""
+    a, b, c = _isa16(g, q)
+    return [a[0], a[1], a[4], a[5], a[2], a[3], a[6], a[7]], b, c
+
+
+def _k16_fragments(kind: str, a, b, c, mapping):
+    """Each lane's (a, b, c) fragments under `mapping`, two halves to a `.b32` register (the
+    lower index in the low half)."""
+    lanes = []
+    for lane in range(32):
+        rows_a, rows_b, rows_c = mapping(lane >> 2, lane & 3)
+        av = [_half(kind, a[r][k]) for r, k in rows_a]
+        bv = [_half(kind, b[k][n]) for k, n in rows_b]
+        lanes.append(
+            (
+                [av[i] | av[i + 1] << 16 for i in range(0, 8, 2)],
+                [bv[i] | bv[i + 1] << 16 for i in range(0, 4, 2)],
+                [c[r][n] for r, n in rows_c],
+            )
+        )
+    return lanes
+
+
+def _k16_matrices(kind: str, seed: int):
+    rng = random.Random(seed)
+
+    def value() -> float:  # exact in both types: a few bits of mantissa
+        return rng.randint(-64, 64) / 32
+
+    a = [[value() for _ in range(16)] for _ in range(16)]
+    b = [[value() for _ in range(8)] for _ in range(16)]
+    c = [[_f32(_bits(rng.uniform(-1, 1))) for _ in range(8)] for _ in range(16)]
+    want = [
+        [c[i][j] + sum(a[i][k] * b[k][j] for k in range(16)) for j in range(8)] for i in range(16)
+    ]
+    return a, b, c, want
+
+
+@pytest.mark.parametrize("kind", ["f16", "bf16"])
+def test_k16_mma_puts_the_matrices_together_as_the_ptx_isa_lays_them_out(kind: str) -> None:
+    a, b, c, want = _k16_matrices(kind, 1)
+    d = _mma_m16n8k16(_k16_fragments(kind, a, b, c, _isa16), kind)
+    for lane in range(32):
+        for v, (i, j) in zip(d[lane], _isa16(lane >> 2, lane & 3)[2], strict=True):
+            # the products are exact and so is their sum here (few bits): only C's float32
+            # rounding of the total
+            assert v == pytest.approx(want[i][j], abs=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["f16", "bf16"])
+@pytest.mark.parametrize("mapping", [_k16_swapped_rows, _isa])
+def test_a_wrong_k16_fragment_mapping_gives_a_wrong_product(kind: str, mapping) -> None:
+    """A rows-swapped layout, and the TF32 m16n8k8 one, both fail against the ISA's."""
+    a, b, c, want = _k16_matrices(kind, 2)
+    if mapping is _isa:  # m16n8k8's (k < 8) positions, padded to 8 and 4 elements
+
+        def mapping(g: int, q: int):
+            ra, rb, rc = _isa(g, q)
+            return [*ra, *ra], [*rb, *rb], rc
+
+    d = _mma_m16n8k16(_k16_fragments(kind, a, b, c, mapping), kind)
+    errors = [
+        abs(v - want[i][j])
+        for lane in range(32)
+        for v, (i, j) in zip(d[lane], _isa16(lane >> 2, lane & 3)[2], strict=True)
+    ]
+    assert max(errors) > 0.1
+
+
+def test_k16_mma_reads_the_halves_of_its_type() -> None:
+    """The same bits are 1.0 as float16 (0x3C00) and 1.0 as bfloat16 (0x3F80): each kind
+    decodes its own, the low half first."""
+    zero_a = [[0.0] * 16 for _ in range(16)]
+    zero_b = [[0.0] * 8 for _ in range(16)]
+    zero_c = [[0.0] * 8 for _ in range(16)]
+    for kind, one in (("f16", 0x3C00), ("bf16", 0x3F80)):
+        lanes = _k16_fragments(kind, zero_a, zero_b, zero_c, _isa16)
+        lanes[0][0][0] = one  # A[0][0] = 1 (low half), A[0][1] = 0
+        lanes[0][1][0] = one << 16  # B[1][0] = 1 (high half): A[0][1] * B[1][0] = 0
+        assert _mma_m16n8k16(lanes, kind)[0][0] == 0.0
+        lanes[0][1][0] = one  # B[0][0] = 1
+        assert _mma_m16n8k16(lanes, kind)[0][0] == 1.0
+
+
+def test_cvt_packs_the_first_source_into_the_upper_half() -> None:
+    assert _ALU["cvt.rn.f16x2.f32"](2.0, 1.0) == 0x4000 << 16 | 0x3C00
+    assert _ALU["cvt.rn.bf16x2.f32"](2.0, 1.0) == 0x4000 << 16 | 0x3F80
+    # rounding to nearest, ties to even, on bfloat16's 16 dropped bits
+    assert _to_bf16_rn(_f32(0x3F808000)) == 0x3F80  # tie, even below
+    assert _to_bf16_rn(_f32(0x3F818000)) == 0x3F82  # tie, even above
+    assert _to_bf16_rn(_f32(0x3F808001)) == 0x3F81
+
+
 # ---------------------------------------------------------------- the emitted kernels
 
 
@@ -185,22 +307,29 @@ def _run(folder: Path, manifest: dict, dims: dict[str, int], seed: int) -> dict[
     return run_ptx_manifest_cpu(manifest, folder, inputs, dims), inputs
 
 
-def _mutated(folder: Path, manifest: dict, edit) -> None:
+TF32_MMA = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+
+
+def _mutated(folder: Path, manifest: dict, edit, mma: str = TF32_MMA) -> None:
     for kernel in manifest["kernels"]:
         path = folder / kernel["file"]
         text = path.read_text()
-        assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in text
+        if "_matmul" not in kernel["file"]:
+            continue
+        assert mma in text
         edited = edit(text)
         assert edited != text, "the mutation changed nothing"
         path.write_text(edited)
 
 
-def _caught(folder: Path, manifest: dict, function: str, seed: int = 3) -> None:
+def _caught(
+    folder: Path, manifest: dict, function: str, seed: int = 3, stem: str = "tensor_cores"
+) -> None:
     dims = _dims(manifest, "small")
     actual, inputs = _run(folder, manifest, dims, seed)
-    expected = shim_reference(KERNELS / "tensor_cores.py", function, inputs, dims, None)
+    expected = shim_reference(KERNELS / f"{stem}.py", function, inputs, dims, None)
     with pytest.raises(AssertionError, match="values differ"):
-        _compare(manifest, actual, expected, "tensor_cores", function, dims)
+        _compare(manifest, actual, expected, stem, function, dims)
 
 
 def test_the_tf32_kernel_matches_the_shim_and_uses_tensor_cores(tmp_path: Path) -> None:
@@ -277,6 +406,278 @@ def test_operands_not_rounded_to_tf32_are_caught(tmp_path: Path) -> None:
     _caught(tmp_path, manifest, "linear_tf32_tiles", seed=4)
 
 
+F16_MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+BF16_MMA = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+
+
+def test_a_float16_matmul_runs_on_tensor_cores_by_default(tmp_path: Path) -> None:
+    manifest = compiled_ptx("tensor_cores_half", "linear_gelu_f16_tiles", tmp_path)
+    validate_manifest(manifest)
+    assert "precision" not in manifest  # nothing asked for: the products are exact
+    text = (tmp_path / manifest["kernels"][0]["file"]).read_text()
+    assert ".target sm_80" in text
+    # a 16-deep k-slice: 16 mma of 16 x 8 x 16, their fragments read from tiles of halves
+    # by 4 ldmatrix.x4 (A) and 2 ldmatrix.x4.trans (B); K and N even: the tiles filled with
+    # 4-byte cp.async of packed pairs (8 words a thread, before the loop and in it), no
+    # repacking
+    assert text.count(F16_MMA) == 16 and "tf32" not in text
+    assert text.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4
+    assert text.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 2
+    assert text.count("cp.async.ca.shared.global") == 16 and text.count(", 4;") >= 16
+    assert "cvt.rn.f16x2.f32" not in text and "ld.shared" not in text
+    dims = _dims(manifest, "small")
+    actual, inputs = _run(tmp_path, manifest, dims, 4)
+    function = "linear_gelu_f16_tiles"
+    expected = shim_reference(KERNELS / "tensor_cores_half.py", function, inputs, dims, None)
+    _compare(manifest, actual, expected, "tensor_cores_half", function, dims)
+
+
+def test_bfloat16_and_paired_float16_products_use_their_own_mma(tmp_path: Path) -> None:
+    bmm = compiled_ptx("tensor_cores_half", "bmm_bf16", tmp_path / "bmm")
+    text = (tmp_path / "bmm" / bmm["kernels"][0]["file"]).read_text()
+    # K, N unknown: two k loops, one copying the packed words as they are (K and N even at
+    # run time), one packing each from two element loads (8 words a thread, before the loop
+    # and in it); 16 mma and 6 ldmatrix each
+    assert text.count(BF16_MMA) == 32 and text.count("cvt.rn.bf16x2.f32") == 16
+    assert text.count("ldmatrix") == 12 and text.count("cp.async.ca.shared.global") == 16
+    gated = compiled_ptx("tensor_cores_half", "gated_f16", tmp_path / "gated")
+    (kernel,) = gated["kernels"]
+    # two products, each with its two k loops
+    assert (tmp_path / "gated" / kernel["file"]).read_text().count(F16_MMA) == 64
+
+
+@pytest.mark.parametrize(
+    ("function", "dims"),
+    [
+        # three k-slices, the last partly past K; two batches
+        ("bmm_bf16", {"B": 2, "M": 20, "K": 40, "N": 9}),
+        # two row tiles, the second mostly past M, and both products of the pair
+        ("gated_f16", {"M": 130, "K": 40, "N": 9}),
+        # K and N even: the packed words copied as they are (cp.async), the edges zero
+        ("bmm_bf16", {"B": 2, "M": 20, "K": 40, "N": 10}),
+        ("gated_f16", {"M": 130, "K": 40, "N": 24}),
+        # K odd, N even: words packed from element loads
+        ("bmm_bf16", {"B": 1, "M": 17, "K": 23, "N": 8}),
+    ],
+)
+def test_half_tensor_cores_walk_k_and_guard_the_edges(
+    function: str, dims: dict[str, int], tmp_path: Path
+) -> None:
+    """The zoo's sizes give one k-slice; here K spans several, with a partial last one."""
+    manifest = compiled_ptx("tensor_cores_half", function, tmp_path)
+    actual, inputs = _run(tmp_path, manifest, dims, 6)
+    expected = shim_reference(KERNELS / "tensor_cores_half.py", function, inputs, dims, None)
+    _compare(manifest, actual, expected, "tensor_cores_half", function, dims)
+
+
+def test_other_backends_and_mixed_operands_keep_scalar_products() -> None:
+    path = KERNELS / "tensor_cores_half.py"
+    result = compile_source(str(path), path.read_text(), ["all"], function="gated_f16")
+    assert result.ok, result.diagnostics
+    for name, content in result.files.items():
+        if not name.startswith("ptx/"):
+            assert "mma.sync" not in str(content), name
+    # a float32 @ bfloat16 product, and a bfloat16 operand computed in the kernel: f32 FMAs
+    path = KERNELS / "half_kinds.py"
+    result = compile_source(str(path), path.read_text(), ["ptx"], function="bf16_chain")
+    assert result.ok
+    assert all("mma.sync" not in str(v) for v in result.files.values())
+
+
+def _swap_a_halves(text: str) -> str:
+    """Each `cvt.rn.f16x2.f32` that packs an A fragment register with its sources swapped."""
+    a_regs = set()
+    for m in re.finditer(r"mma\.sync\S* \{[^}]*\}, \{([^}]*)\}", text):
+        a_regs |= {r.strip() for r in m.group(1).split(",")}
+
+    def swap(m: re.Match) -> str:
+        if m.group(1) not in a_regs:
+            return m.group(0)
+        return f"cvt.rn.f16x2.f32 {m.group(1)}, {m.group(3)}, {m.group(2)}"
+
+    return re.sub(r"cvt\.rn\.f16x2\.f32 (%r\d+), (%f\d+), (%f\d+)", swap, text)
+
+
+def _swap_packed_halves(text: str) -> str:
+    """Every `cvt.rn.f16x2.f32` (the words staged from element loads where K or N is odd)
+    with its sources swapped: k and k + 1 of A, n and n + 1 of B."""
+    return re.sub(
+        r"cvt\.rn\.f16x2\.f32 (%r\d+), (%f\d+), (%f\d+)", r"cvt.rn.f16x2.f32 \1, \3, \2", text
+    )
+
+
+EVEN = {"M": 20, "K": 24, "N": 10}  # K and N even: the packed words copied as they are
+
+
+@pytest.mark.parametrize(
+    ("what", "edit", "dims"),
+    [
+        # a1 <-> a2 in every mma (the TF32 layout's order): rows and k mixed up
+        (
+            "a order",
+            lambda t: re.sub(
+                r"(\.f32 \{[^}]*\}, \{)(%r\d+), (%r\d+), (%r\d+), (%r\d+)\}",
+                r"\1\2, \4, \3, \5}",
+                t,
+            ),
+            None,
+        ),
+        # b0 <-> b1: k and k + 8 exchanged
+        (
+            "b order",
+            lambda t: re.sub(r"(\}, \{)(%r\d+), (%r\d+)(\}, \{%f)", r"\1\3, \2\4", t),
+            None,
+        ),
+        # the halves of the words packed from element loads exchanged (the zoo's odd sizes)
+        ("packing", _swap_packed_halves, None),
+        # B's k-major rows read untransposed: B[n][k] in place of B[k][n]
+        ("no trans", lambda t: t.replace(".x4.trans.shared", ".x4.shared"), EVEN),
+        # A's matrices 1 and 2 exchanged (rows + 8 and k + 8) as ldmatrix writes them
+        (
+            "a matrices",
+            lambda t: re.sub(
+                r"(ldmatrix\S*x4\.shared\.b16 \{)(%r\d+), (%r\d+), (%r\d+), (%r\d+)\}",
+                r"\1\2, \4, \3, \5}",
+                t,
+            ),
+            EVEN,
+        ),
+    ],
+)
+def test_a_wrong_half_fragment_layout_is_caught(what: str, edit, dims, tmp_path: Path) -> None:
+    manifest = compiled_ptx("tensor_cores_half", "gated_f16", tmp_path)
+    _mutated(tmp_path, manifest, edit, F16_MMA)
+    if dims is None:
+        _caught(tmp_path, manifest, "gated_f16", stem="tensor_cores_half")
+        return
+    actual, inputs = _run(tmp_path, manifest, dims, 3)
+    expected = shim_reference(KERNELS / "tensor_cores_half.py", "gated_f16", inputs, dims, None)
+    with pytest.raises(AssertionError, match="values differ"):
+        _compare(manifest, actual, expected, "tensor_cores_half", "gated_f16", dims)
+
+
+# ---------------------------------------------------------------- ldmatrix in the interpreter
+
+# 32 threads: thread t stores row t (the 8 halves 8t .. 8t + 7) at the permuted slot
+# 7t % 32 of a shared tile; after a barrier each lane gives its own row's address to an
+# ldmatrix.x4 and an ldmatrix.x4.trans, and stores the 8 registers it receives.
+_LDMATRIX = """
+.version 7.8
+.target sm_80
+.address_size 64
+
+.visible .entry ldm(
+    .param .u64 .ptr .global .align 4 out
+)
+.reqntid 32, 1, 1
+{
+    .reg .b32 %r<20>;
+    .reg .b64 %rd<4>;
+    .shared .align 16 .b8 tile[512];
+    ld.param.u64 %rd0, [out];
+    cvta.to.global.u64 %rd1, %rd0;
+    mov.u32 %r0, %tid.x;
+    mul.lo.u32 %r1, %r0, 7;
+    and.b32 %r1, %r1, 31;
+    mov.u32 %r2, tile;
+    shl.b32 %r3, %r1, 4;
+    add.u32 %r3, %r2, %r3;
+    shl.b32 %r4, %r0, 3;
+    add.u32 %r5, %r4, 1;
+    shl.b32 %r5, %r5, 16;
+    or.b32 %r5, %r5, %r4;
+    add.u32 %r6, %r5, 131074;
+    add.u32 %r7, %r5, 262148;
+    add.u32 %r8, %r5, 393222;
+    st.shared.u32 [%r3], %r5;
+    st.shared.u32 [%r3+4], %r6;
+    st.shared.u32 [%r3+8], %r7;
+    st.shared.u32 [%r3+12], %r8;
+    bar.sync 0;
+    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r10, %r11, %r12, %r13}, [%r3];
+    ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%r14, %r15, %r16, %r17}, [%r3];
+    mul.wide.u32 %rd2, %r0, 32;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r10;
+    st.global.u32 [%rd3+4], %r11;
+    st.global.u32 [%rd3+8], %r12;
+    st.global.u32 [%rd3+12], %r13;
+    st.global.u32 [%rd3+16], %r14;
+    st.global.u32 [%rd3+20], %r15;
+    st.global.u32 [%rd3+24], %r16;
+    st.global.u32 [%rd3+28], %r17;
+    ret;
+}
+"""
+
+
+def _run_ldmatrix(text: str) -> list[list[tuple[int, int]]]:
+    """Each lane's 8 registers as (low, high) halves."""
+    import struct
+
+    from harness.ptx_interp import _Interp, _Memory, _parse
+
+    out = bytearray(32 * 32)
+    interp = _Interp(_parse(text), _Memory([(1 << 40, out, "out")]), {})
+    interp.params = {"out": struct.pack("<Q", 1 << 40)}
+    interp.launch("ldm", (1, 1, 1))
+    words = struct.unpack("<256I", bytes(out))
+    return [[(w & 0xFFFF, w >> 16) for w in words[8 * t : 8 * t + 8]] for t in range(32)]
+
+
+def _ldmatrix_reference(row, col) -> list[list[tuple[int, int]]]:
+    """Lane l's registers, where matrix j's element (r, c) holds 64 j + 8 r + c and
+    `row(g, q, e)`, `col(g, q, e)` place the e-th half of lane (g, q)'s pair."""
+    out = []
+    for lane in range(32):
+        g, q = lane // 4, lane % 4
+        regs = []
+        for trans in (False, True):
+            for j in range(4):
+                pair = []
+                for e in range(2):
+                    r, c = row(g, q, e), col(g, q, e)
+                    if trans:
+                        r, c = c, r
+                    pair.append(64 * j + 8 * r + c)
+                regs.append(tuple(pair))
+        out.append(regs)
+    return out
+
+
+def test_ldmatrix_gives_each_lane_the_pairs_the_ptx_isa_says() -> None:
+    # lane (g, q) = (l / 4, l % 4): row g, columns 2q and 2q + 1 of each matrix; with
+    # .trans rows 2q and 2q + 1 of column g
+    got = _run_ldmatrix(_LDMATRIX)
+    assert got == _ldmatrix_reference(lambda g, q, e: g, lambda g, q, e: 2 * q + e)
+
+
+@pytest.mark.parametrize(
+    ("row", "col"),
+    [
+        (lambda g, q, e: 2 * q + e, lambda g, q, e: g),  # transposed mapping
+        (lambda g, q, e: q, lambda g, q, e: 2 * (g % 4) + e),  # lanes' g and q exchanged
+        (lambda g, q, e: g, lambda g, q, e: 2 * q + 1 - e),  # halves of a pair exchanged
+    ],
+)
+def test_a_wrong_ldmatrix_mapping_gives_other_registers(row, col) -> None:
+    assert _run_ldmatrix(_LDMATRIX) != _ldmatrix_reference(row, col)
+
+
+def test_an_ldmatrix_before_the_barrier_is_a_race() -> None:
+    with pytest.raises(PtxInterpError, match="data race on shared memory"):
+        _run_ldmatrix(_LDMATRIX.replace("    bar.sync 0;\n", ""))
+
+
+def test_an_ldmatrix_row_address_must_be_16_byte_aligned() -> None:
+    text = _LDMATRIX.replace(
+        ".x4.shared.b16 {%r10, %r11, %r12, %r13}, [%r3]",
+        ".x4.shared.b16 {%r10, %r11, %r12, %r13}, [%r3+4]",
+    )
+    with pytest.raises(PtxInterpError, match="16-byte aligned"):
+        _run_ldmatrix(text)
+
+
 # ---------------------------------------------------------------- manifests of every backend
 
 
@@ -299,7 +700,7 @@ def test_a_float32_kernel_has_no_precision_field_and_no_mma() -> None:
     result = compile_source(str(path), path.read_text(), ["ptx"], function="linear_relu")
     assert result.ok
     assert "precision" not in json.loads(result.files["linear_relu.manifest.json"])
-    assert all("mma" not in str(v) for v in result.files.values())
+    assert all("mma.sync" not in str(v) for v in result.files.values())
 
 
 def test_a_tf32_function_without_a_matmul_says_so() -> None:

@@ -26,7 +26,7 @@ from typing import Any
 
 from mimir.codegen.backends import BACKENDS
 from mimir.codegen.backends.base import Backend
-from mimir.codegen.ir import Kernel, legalise
+from mimir.codegen.ir import Kernel, MmaSync, legalise, walk_statements
 from mimir.codegen.kernels import build
 from mimir.codegen.kernels.index_level import build_index_level
 from mimir.codegen.manifest import build_manifest, dumps
@@ -35,6 +35,7 @@ from mimir.codegen.passes.contract import contract
 from mimir.codegen.passes.workgroup_memory import to_workgroup_memory
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, LAUNCH_ORDER, RefusalError
 from mimir.codegen.schedule import Schedule, schedule
+from mimir.codegen.schedule.plan import Matmul
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.parse.depth import on_deep_stack
 from mimir.parse.spans import read_source
@@ -199,7 +200,8 @@ class _Builds:
     def __init__(self, kernel: Any, names: list[str], diagnostics: list[Diagnostic]) -> None:
         self.kernel, self.names, self.diagnostics = kernel, names, diagnostics
         self.index_level = kernel.graph.kernel.grid is not None
-        self.tensor_cores = kernel.graph.kernel.precision == "tf32" and "ptx" in names
+        # PTX builds its matmul launches again, for tensor cores (`kernels.matmul.mma_kind`)
+        self.tensor_cores = "ptx" in names
         self.built: dict[tuple[str | None, bool], Built | None] = {}
 
     def kind(self, backend: type[Backend]) -> tuple[str | None, bool]:
@@ -256,8 +258,13 @@ class _Builds:
         if order != sorted(order):
             s = replace(s, plans=launch_order.reorder(s.plans, order))
             irs = launch_order.reorder(irs, order)
-        # PTX's own build: its float32 matmuls on TF32 tensor cores (`mma.sync`)
-        tc_irs = [build(s, k, True) for k in range(len(s.plans))] if self.tensor_cores else irs
+        # PTX's own build: its matmuls on tensor cores (`mma.sync`: float16 and bfloat16
+        # operands, float32 ones under `precision="tf32"`), where any multiplies there
+        tc_irs = irs
+        if self.tensor_cores and any(isinstance(p, Matmul) for p in s.plans):
+            tc_irs = [build(s, k, True) for k in range(len(s.plans))]
+            if not any(isinstance(st, MmaSync) for ir in tc_irs for st in walk_statements(ir.body)):
+                tc_irs = irs
         parts = [[k] for k in range(len(irs))]
         if len(irs) > 1:
             # independent launches side by side in one (`side_by_side`)

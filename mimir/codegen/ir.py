@@ -350,6 +350,37 @@ class CopyAsync(Stmt):
     index: Expr
     value: Load
     cond: Expr | None = None
+    # a u32 word of a shared array from two 16-bit elements: `value` a `Load` of an f16
+    # buffer at an even element index, that element (low half) and the next (PTX only)
+    pair: bool = False
+
+
+@dataclass
+class LoadMatrix(Stmt):
+    """`ldmatrix.sync.aligned.m8n8.x{len(vars)}[.trans].shared.b16` (sm_75), warp-collective:
+    `vars` (u32, 1, 2 or 4) receive 8 x 8 matrices of 16-bit elements from the u32 shared
+    array `array`; lane `l` gives the address of row `l % 8` of matrix `l / 8` as the word
+    `index` (16 bytes, 4-word aligned: 8 elements of the row). Lane `l` receives in
+    `vars[j]` the pair at row `l / 4`, columns `2 (l % 4)`, `+ 1` of matrix j (low half
+    first), or with `trans` the elements at rows `2 (l % 4)`, `+ 1` of column `l / 4`.
+    Only the PTX backend prints it (`mimir.codegen.kernels.matmul`)."""
+
+    vars: tuple[Var, ...]
+    array: str
+    index: Expr
+    trans: bool = False
+
+
+@dataclass
+class PackHalves(Stmt):
+    """`var` (u32) = `low` and `high` (f32 values exact in `kind`, "f16" or "bf16") packed,
+    `low` in bits 0-15 (PTX `cvt.rn.f16x2.f32` / `.bf16x2`, exact). PTX only, as
+    `LoadMatrix`."""
+
+    var: Var
+    low: Expr
+    high: Expr
+    kind: str
 
 
 @dataclass
@@ -357,29 +388,46 @@ class WaitAsync(Stmt):
     """Wait until this thread's `CopyAsync`s have landed (`cp.async.wait_all`)."""
 
 
-MMA_SHAPE = (16, 8, 8)  # m, n, k of one `MmaSync`
+MMA_SHAPE = (16, 8, 8)  # m, n, k of one TF32 `MmaSync`
+
+
+MMA_HALF_SHAPE = (16, 8, 16)  # m, n, k of one float16 or bfloat16 `MmaSync`
 
 
 @dataclass
 class MmaSync(Stmt):
-    """One warp's 16x8x8 tensor-core multiply-add on TF32 inputs, `D = A B + C` with `C`
-    and `D` both `acc`: every lane of the warp executes it together (like `Barrier`, only in
+    """One warp's tensor-core multiply-add, `D = A B + C` with `C` and `D` both `acc` (f32
+    accumulators): every lane of the warp executes it together (like `Barrier`, only in
     uniform control flow of a workgroup whose size is a multiple of 32), each holding the
-    fragments the PTX ISA lays out for `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`.
-    With `g = lane / 4` and `q = lane % 4`:
+    fragments the PTX ISA lays out. With `g = lane / 4` and `q = lane % 4`:
+
+    `kind` "tf32", 16x8x8, `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`:
 
     - `a` (f32, each rounded to TF32 first, `cvt.rna.tf32.f32`): A[g][q], A[g + 8][q],
       A[g][q + 4], A[g + 8][q + 4];
     - `b` (f32, rounded the same way): B[q][g], B[q + 4][g];
-    - `acc` (f32 variables, updated): D[g][2q], D[g][2q + 1], D[g + 8][2q], D[g + 8][2q + 1].
 
-    Only the PTX backend prints it (`@gpu(precision="tf32")`, `mimir.codegen.kernels`); the
-    products are exact and the sum rounded to f32 (how the hardware orders and rounds the
-    additions inside one instruction is its own)."""
+    `kind` "f16" or "bf16", 16x8x16, `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`
+    (`.bf16.bf16`): values already exact in that type, carried as f32 and packed two to a
+    `.b32` register (`cvt.rn.f16x2.f32`, `cvt.rn.bf16x2.f32`, exact), a0..a7 then b0..b3:
+
+    - `a`: A[g][2q], A[g][2q + 1], A[g + 8][2q], A[g + 8][2q + 1], and the same at k + 8;
+    - `b`: B[2q][g], B[2q + 1][g], B[2q + 8][g], B[2q + 9][g];
+
+    or already packed: 4 `a` and 2 `b` u32 values holding those pairs (the first of each
+    in the low half), as `LoadMatrix` reads them from shared tiles of halves;
+
+    and for every kind `acc` (f32 variables, updated): D[g][2q], D[g][2q + 1], D[g + 8][2q],
+    D[g + 8][2q + 1].
+
+    Only the PTX backend prints it (`mimir.codegen.kernels.matmul`); the products are exact
+    and the sum rounded to f32 (how the hardware orders and rounds the additions inside one
+    instruction is its own)."""
 
     acc: tuple[Var, ...]
     a: tuple[Expr, ...]
     b: tuple[Expr, ...]
+    kind: str = "tf32"
 
 
 # ---------------------------------------------------------------- functions and kernels
@@ -526,6 +574,10 @@ def statement_expressions(s: Stmt) -> list[Expr]:
         return [s.index]
     if isinstance(s, CopyAsync):
         return [s.index, s.value] + ([] if s.cond is None else [s.cond])
+    if isinstance(s, LoadMatrix):
+        return [s.index]
+    if isinstance(s, PackHalves):
+        return [s.low, s.high]
     if isinstance(s, MmaSync):
         return [*s.acc, *s.a, *s.b]
     return []
@@ -765,9 +817,14 @@ def map_statement(s: Stmt, f: Any) -> Stmt:
     if isinstance(s, CopyAsync):
         value = f(s.value)
         assert isinstance(value, Load)
-        return CopyAsync(s.array, f(s.index), value, None if s.cond is None else f(s.cond))
+        cond = None if s.cond is None else f(s.cond)
+        return CopyAsync(s.array, f(s.index), value, cond, s.pair)
+    if isinstance(s, LoadMatrix):
+        return LoadMatrix(s.vars, s.array, f(s.index), s.trans)
+    if isinstance(s, PackHalves):
+        return PackHalves(s.var, f(s.low), f(s.high), s.kind)
     if isinstance(s, MmaSync):
-        return MmaSync(s.acc, tuple(f(a) for a in s.a), tuple(f(b) for b in s.b))
+        return MmaSync(s.acc, tuple(f(a) for a in s.a), tuple(f(b) for b in s.b), s.kind)
     return s
 
 

@@ -81,7 +81,8 @@ _RECOMPUTED_PRODUCTS = {
 def _precision(requested: str, backend: str, kernels: list[Kernel]) -> dict[str, Any]:
     """`precision` (absent for the default, exact float32): what `@gpu(precision=...)` asked
     for, what the function's matmuls compute in (`matmul`), and why when that is not it."""
-    if any(isinstance(s, MmaSync) for k in kernels for s in walk_statements(k.body)):
+    mmas = [s for k in kernels for s in walk_statements(k.body) if isinstance(s, MmaSync)]
+    if any(s.kind == "tf32" for s in mmas):
         return {"requested": requested, "matmul": "tf32"}
     fused = sorted({k.what for k in kernels} & set(_RECOMPUTED_PRODUCTS))
     if fused:

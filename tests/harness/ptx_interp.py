@@ -20,9 +20,10 @@ does nothing, as blocks run one at a time (`launch` can run them last to first).
 lane its member mask names must reach a `shfl.sync` with that mask before any of
 them goes on, and each takes the value the source lane held there; a lane named
 but exited, not in the block, or waiting elsewhere is an error, as PTX leaves
-that undefined. `mma.sync.aligned.m16n8k8...tf32` is a rendezvous of all 32 lanes
-of a warp the same way; the matrices are assembled from the lanes' fragments as the
-PTX ISA lays them out (`_mma_m16n8k8`), so a wrong fragment mapping gives wrong results.
+that undefined. `mma.sync.aligned.m16n8k8...tf32` and `...m16n8k16...f16` / `.bf16` are
+a rendezvous of all 32 lanes of a warp the same way; the matrices are assembled from the
+lanes' fragments as the PTX ISA lays them out (`_mma_m16n8k8`, `_mma_m16n8k16`), so a
+wrong fragment mapping gives wrong results.
 
 `run_ptx_manifest_cpu` has the signature of `cuda_runner.run_ptx_manifest`.
 """
@@ -69,6 +70,19 @@ def _to_f16_rn(x: float) -> int:
         return struct.unpack("<H", struct.pack("<e", x))[0]
     except OverflowError:
         return 0x7C00 if x > 0 else 0xFC00
+
+
+def _bf16_to_f32(bits: int) -> float:
+    return struct.unpack("<f", struct.pack("<I", (bits & 0xFFFF) << 16))[0]
+
+
+def _to_bf16_rn(x: float) -> int:
+    """`cvt.rn.bf16.f32`: the f32 rounded to bfloat16, to nearest, ties to even (a nan stays
+    a nan, quiet)."""
+    if math.isnan(x):
+        return 0x7FC0
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
 
 
 def _cvt_rzi(x: float, signed: bool) -> int:
@@ -125,6 +139,9 @@ _ALU: dict[str, Callable[..., Any]] = {
     "cvt.rmi.f32.f32": lambda a: a if not math.isfinite(a) else math.copysign(math.floor(a), a),
     "cvt.rn.f16.f32": _to_f16_rn,
     "cvt.rna.tf32.f32": lambda a: _tf32_bits(a),
+    # a packed pair: the first operand in the upper half, the second in the lower
+    "cvt.rn.f16x2.f32": lambda a, b: (_to_f16_rn(a) << 16) | _to_f16_rn(b),
+    "cvt.rn.bf16x2.f32": lambda a, b: (_to_bf16_rn(a) << 16) | _to_bf16_rn(b),
     "cvt.f32.f16": _f16_to_f32,
     "cvt.u32.u16": lambda a: a & 0xFFFF,
     "cvt.u16.u32": lambda a: a & 0xFFFF,
@@ -210,6 +227,57 @@ def _mma_m16n8k8(lanes: list[tuple[list, list, list]]) -> list[list[float]]:
         g, q = lane >> 2, lane & 3
         out.append([d[row][col] for row, col in _c_fragment(g, q)])
     return out
+
+
+def _halves(v: Any, kind: str, opcode: str) -> tuple[float, float]:
+    """The two `.f16` / `.bf16` values of a `.b32` operand register, low half first."""
+    if type(v) is not int:
+        raise PtxInterpError(f"`{opcode}` reads a packed operand from a float register")
+    to_f32 = _f16_to_f32 if kind == "f16" else _bf16_to_f32
+    return to_f32(v & 0xFFFF), to_f32(v >> 16)
+
+
+def _mma_m16n8k16(lanes: list[tuple[list, list, list]], kind: str) -> list[list[float]]:
+    """`mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` (`kind` "f16") or
+    `...f32.bf16.bf16.f32` ("bf16") over a warp: lane l's (a, b, c) fragments -> its d
+    fragment, as the PTX ISA lays them out ("Matrix Fragments for mma.m16n8k16 with floating
+    point type"; g = l / 4, q = l % 4; each `.b32` register holds two elements, the lower
+    index in the low half): a0..a7 = A[g][2q], A[g][2q+1], A[g+8][2q], A[g+8][2q+1], then the
+    same four at columns + 8; b0..b3 = B[2q][g], B[2q+1][g], B[2q+8][g], B[2q+9][g]; c0..c3
+    (and d) as for m16n8k8. Each D element is C plus the 16 exact products (a product of two
+    halves is exact in a double), summed exactly (`fsum`), rounded to a double and then to
+    f32: the hardware's order and rounding of the additions inside one instruction are its
+    own, and differ from this by at most a few f32 ulps of the sum's terms."""
+    name = f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32"
+    a = [[0.0] * 16 for _ in range(16)]
+    b = [[0.0] * 8 for _ in range(16)]
+    c = [[0.0] * 8 for _ in range(16)]
+    for lane, (fa, fb, fc) in enumerate(lanes):
+        g, q = lane >> 2, lane & 3
+        for r, (row, col) in enumerate(
+            ((g, 2 * q), (g + 8, 2 * q), (g, 2 * q + 8), (g + 8, 2 * q + 8))
+        ):
+            a[row][col], a[row][col + 1] = _halves(fa[r], kind, name)
+        for r, row in enumerate((2 * q, 2 * q + 8)):
+            b[row][g], b[row + 1][g] = _halves(fb[r], kind, name)
+        for k, (row, col) in enumerate(_c_fragment(g, q)):
+            c[row][col] = fc[k]
+    d = [
+        [
+            _double_to_f32(math.fsum([c[i][j], *(a[i][k] * b[k][j] for k in range(16))]))
+            for j in range(8)
+        ]
+        for i in range(16)
+    ]
+    return [[d[row][col] for row, col in _c_fragment(lane >> 2, lane & 3)] for lane in range(WARP)]
+
+
+# the `mma.sync` shapes and types the interpreter models -> their kind
+_MMA = {
+    "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32": "tf32",
+    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32": "f16",
+    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32": "bf16",
+}
 
 
 def _sqrt(a: float) -> float:
@@ -320,11 +388,19 @@ def _instruction(
             raise PtxInterpError("`shfl.sync` with a predicate destination is not modelled")
         srcs = [_operand(o, opcode) for o in ops[1:]]
         return (guard, neg, "shfl", parts[2], ops[0], srcs, fn.register_class(ops[0]))
-    if opcode.startswith("mma."):  # mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 d, a, b, c
-        if opcode != "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32":
+    if opcode.startswith("mma."):  # mma.sync.aligned.SHAPE.row.col.f32.T.T.f32 d, a, b, c
+        if opcode not in _MMA:
             raise PtxInterpError(f"the interpreter does not model `{opcode}`")
+        # 4, 4, 2 and 4 registers for both shapes (k16's A and B two halves to a register)
         d, a, b, c = (_lanes(op, n) for op, n in zip(ops, (4, 4, 2, 4), strict=True))
-        return (guard, neg, "mma", d, a, b, c)
+        return (guard, neg, "mma", d, a, b, c, _MMA[opcode])
+    if opcode.startswith("ldmatrix."):  # ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16
+        m = re.fullmatch(r"ldmatrix\.sync\.aligned\.m8n8\.x([124])(\.trans)?\.shared\.b16", opcode)
+        if not m:
+            raise PtxInterpError(f"the interpreter does not model `{opcode}`")
+        count = int(m.group(1))
+        dsts = _lanes(ops[0], count)
+        return (guard, neg, "ldm", count, m.group(2) is not None, dsts, _operand(ops[1], opcode))
     if opcode in ("bra", "ret", "bar.sync"):
         return (guard, neg, opcode, ops[0] if ops else None)
     if opcode.startswith("mov."):
@@ -553,9 +629,13 @@ class _Interp:
                 elif ins[6] != "f32" and type(v) is float:
                     v = struct.unpack("<I", struct.pack("<f", v))[0]
                 regs[ins[4]] = v
+            elif kind == "ldm":
+                d = yield ("ldm", (ins[3], ins[4]), value(regs, ins[6]), regs["%tid"])
+                for r, v in zip(ins[5], d, strict=True):
+                    regs[r] = v
             elif kind == "mma":
                 frags = tuple([value(regs, r) for r in ins[k]] for k in (4, 5, 6))
-                d = yield ("mma", *frags)
+                d = yield ("mma", ins[7], *frags)
                 for r, v in zip(ins[3], d, strict=True):
                     regs[r] = v
             else:
@@ -785,6 +865,9 @@ class _Interp:
             if any(waiting[t][0] == "mma" for t in lanes):
                 done.update(self._mma(warp, lanes, waiting, threads, size))
                 continue
+            if any(waiting[t][0] == "ldm" for t in lanes):
+                done.update(self._ldmatrix(warp, lanes, waiting, threads, size))
+                continue
             masks = {waiting[t][4] for t in lanes}
             if len(masks) != 1:
                 raise PtxInterpError(f"`shfl.sync`: warp {warp} disagrees on the member mask")
@@ -821,6 +904,62 @@ class _Interp:
                 del waiting[t]
         return done
 
+    def _ldmatrix(
+        self, warp: int, lanes: list[int], waiting: dict[int, Any], threads: dict, size: int
+    ) -> dict[int, Any]:
+        """Complete one warp's `ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16` once all 32
+        lanes wait at one (PTX ISA, "Warp-level matrix load instruction: ldmatrix"): lane
+        `8 j + r` gives the address of row r of matrix j (16 bytes, 16-byte aligned, in
+        shared memory), read by every lane it goes to (race detection); lane l receives in its
+        j-th register the elements at row `l / 4`, columns `2 (l % 4)`, `+ 1` of matrix j,
+        or with `.trans` at rows `2 (l % 4)`, `+ 1` of column `l / 4`, the first in the low
+        half. With x1 and x2 only the first 8 or 16 lanes' addresses are used."""
+        base = warp * WARP
+        named = set(range(base, base + WARP))
+        if not named <= set(range(size)) or any(t not in threads for t in named):
+            raise PtxInterpError(f"`ldmatrix` in warp {warp}, which is not whole")
+        if any(waiting[t][0] != "ldm" for t in lanes):
+            raise PtxInterpError(f"warp {warp}: lanes at `ldmatrix` and elsewhere at once")
+        if set(lanes) != named:
+            return {}  # some lanes have not arrived yet
+        shapes = {waiting[t][1] for t in lanes}
+        if len(shapes) != 1:
+            raise PtxInterpError(f"warp {warp}: lanes at `ldmatrix`es of other shapes at once")
+        ((count, trans),) = shapes
+        mats = []
+        for j in range(count):
+            rows = []
+            for r in range(8):
+                where = waiting[base + 8 * j + r][2]
+                if where % 16:
+                    raise PtxInterpError(f"`ldmatrix` row address {where:#x} not 16-byte aligned")
+                # read by each lane that receives part of the row (row r's pairs go to
+                # lanes 4r .. 4r + 3; transposed, its elements to lanes 4g + r / 2)
+                receivers = (
+                    [4 * r + k for k in range(4)] if trans else [4 * g + r // 2 for g in range(8)]
+                )
+                for lane in receivers:
+                    regs = {"%tid": waiting[base + lane][3]}
+                    for w in range(4):
+                        self.race_check(regs, where + 4 * w, write=False)
+                data, off = self.shared_mem.find(where, 16)
+                rows.append(struct.unpack("<8H", data[off : off + 16]))
+            mats.append(rows)
+        out = {}
+        for lane in range(WARP):
+            g, q = lane // 4, lane % 4
+            regs = []
+            for rows in mats:
+                if trans:
+                    lo, hi = rows[2 * q][g], rows[2 * q + 1][g]
+                else:
+                    lo, hi = rows[g][2 * q], rows[g][2 * q + 1]
+                regs.append(lo | hi << 16)
+            out[base + lane] = regs
+        for t in lanes:
+            del waiting[t]
+        return out
+
     def _mma(
         self, warp: int, lanes: list[int], waiting: dict[int, Any], threads: dict, size: int
     ) -> dict[int, Any]:
@@ -837,7 +976,12 @@ class _Interp:
             raise PtxInterpError(f"warp {warp}: lanes at `mma.sync` and at `shfl.sync` at once")
         if set(lanes) != named:
             return {}  # some lanes have not arrived yet
-        d = _mma_m16n8k8([waiting[base + k][1:] for k in range(WARP)])
+        kinds = {waiting[base + k][1] for k in range(WARP)}
+        if len(kinds) != 1:
+            raise PtxInterpError(f"warp {warp}: lanes at `mma.sync`s of other shapes at once")
+        (kind,) = kinds
+        frags = [waiting[base + k][2:] for k in range(WARP)]
+        d = _mma_m16n8k8(frags) if kind == "tf32" else _mma_m16n8k16(frags, kind)
         for t in lanes:
             del waiting[t]
         return {base + k: d[k] for k in range(WARP)}

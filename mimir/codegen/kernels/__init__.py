@@ -92,8 +92,8 @@ BUILDERS: dict[PlanKind, Builder] = {
 
 
 def build(s: Schedule, index: int, tensor_cores: bool = False) -> Kernel:
-    """The IR kernel for launch `index` of schedule `s`; with `tensor_cores` (a PTX build of
-    an `@gpu(precision="tf32")` function) a float32 matmul multiplies with `MmaSync`."""
+    """The IR kernel for launch `index` of schedule `s`; with `tensor_cores` (a PTX build) a
+    matmul multiplies with `MmaSync` where `matmul.mma_kind` says."""
     plan = s.plans[index]
     c = KernelContext(s, plan, tensor_cores)
     workgroup_size, dispatch = BUILDERS[plan.kind](c)

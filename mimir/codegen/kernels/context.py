@@ -33,8 +33,9 @@ Walk = Callable[[Visit], None]
 class KernelContext:
     """What one kernel's builder needs: the body, the evaluator and the schedule.
 
-    `tensor_cores`: a PTX build of an `@gpu(precision="tf32")` function, whose float32
-    products multiply with `MmaSync` (`matmul`)."""
+    `tensor_cores`: a PTX build, whose matmul launches multiply with `MmaSync` where
+    `matmul.mma_kind` says (float16 and bfloat16 operands; float32 ones of an
+    `@gpu(precision="tf32")` function)."""
 
     def __init__(self, s: Schedule, plan: Plan, tensor_cores: bool = False) -> None:
         self.s = s

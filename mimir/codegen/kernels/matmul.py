@@ -6,8 +6,9 @@ accumulating an 8x8 block in registers from 4-wide vector reads of workgroup mem
 walked in 8-wide slices staged through two buffers per operand (the next slice copied
 while this one is multiplied: `cp.async` on PTX), loads past M, N or K read 0, stores are
 guarded, so any size works. The epilogue (bias, activation, ...) is applied to each
-accumulator before its store. With tensor cores (PTX, `@gpu(precision="tf32")`) each warp
-multiplies with `MmaSync` (`_MmaWarp`).
+accumulator before its store. With tensor cores each warp multiplies with `MmaSync`
+(`_MmaWarp`) on PTX: float16 or bfloat16 operands always (16-deep k-slices, staged as
+halves: `_HalfTiles`, read with `ldmatrix`), float32 ones under `@gpu(precision="tf32")`.
 """
 
 from __future__ import annotations
@@ -16,17 +17,23 @@ from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
 from mimir.codegen.builder import Idx, ibin, size_ir, u32
 from mimir.codegen.ir import (
+    MMA_HALF_SHAPE,
     MMA_SHAPE,
     WARP,
     Assign,
     Barrier,
     Binary,
     Builtin,
+    CopyAsync,
     Expr,
+    If,
     Load,
+    LoadMatrix,
     MmaSync,
+    PackHalves,
     SharedArray,
     SharedVectorLoad,
+    Store,
     Var,
     WaitAsync,
 )
@@ -41,6 +48,7 @@ from mimir.codegen.kernels.staging import (
     write_where,
 )
 from mimir.codegen.schedule.plan import Matmul
+from mimir.dtypes import bfloat16, float16
 
 TILE = 16  # threads per side of a matmul workgroup
 
@@ -69,8 +77,11 @@ def build(c: KernelContext) -> Built:
     stage 0 and stores past M or N are skipped, so any size works; a guard whose size is
     proven a multiple of the tile is not emitted (`guards_removed` in the manifest).
 
-    With `c.tensor_cores` (PTX, `@gpu(precision="tf32")`, a float32 result) the staging is
-    the same but the products are `MmaSync`s, 16 x 8 x 8 per warp: see `_MmaWarp`.
+    With `c.tensor_cores` (a PTX build) the products are `MmaSync`s: 16 x 8 x 16 on float16
+    or bfloat16 tensor cores when both operands are buffers of that type (their values
+    exact in it), the k-slice then 16 deep and the tiles halves (`_HalfTiles`); 16 x 8 x 8
+    on TF32 ones for the other float32 accumulations of an `@gpu(precision="tf32")`
+    function. See `_MmaWarp`.
 
     With `Matmul.paired` (`schedule.attention.pair_products`) the workgroup first computes the
     paired product's tile (the same left operand by another right one) into a second set
@@ -130,9 +141,22 @@ class _Tile:
         ]
         self.batch_axes = Idx(batch, flat=b).axes(body) if batch else []
         self.acc_t = acc_t = lw.REG[self.out]
-        self.size = size = BLOCK * SLICE  # elements of one buffer of either operand
-        c.shared += [SharedArray(_A, acc_t, 2 * size), SharedArray(_B, acc_t, 2 * size)]
-        self.mma = _MmaWarp(c, t, row0, col0) if c.tensor_cores and acc_t == "f32" else None
+        # a paired product (`Matmul.paired`) goes through the same tiles: its right operand
+        # must suit the same tensor cores
+        rights = [self.right]
+        if c.plan.paired is not None:
+            rights.append(ev.node(c.plan.paired)["inputs"][1])
+        kind = mma_kind(c, self.left, *rights) if acc_t == "f32" else None
+        # the k-slice staged at once: one `MmaSync` deep on half tensor cores
+        self.sk = MMA_HALF_SHAPE[2] if kind in ("f16", "bf16") else SLICE
+        self.size = size = BLOCK * self.sk  # elements of one buffer of either operand
+        # half operands are staged as halves: u32 words of two (`_HalfTiles`)
+        self.halves = _HalfTiles(self) if kind in ("f16", "bf16") else None
+        if self.halves is None:
+            c.shared += [SharedArray(_A, acc_t, 2 * size), SharedArray(_B, acc_t, 2 * size)]
+        else:
+            c.shared += [SharedArray(_A, "u32", 2 * A_WORDS), SharedArray(_B, "u32", 2 * B_WORDS)]
+        self.mma = _MmaWarp(c, t, row0, col0, kind) if kind is not None else None
         if self.mma is not None:
             self.rows, self.cols = self.mma.rows, self.mma.cols
 
@@ -155,12 +179,17 @@ class _Tile:
         # a bound needs no guard when its size is proven a multiple of the tile
         m_ok = c.multiple(m, BLOCK, f"row < {sz.manifest_text(m)}")
         n_ok = c.multiple(n, BLOCK, f"col < {sz.manifest_text(n)}")
-        k_ok = c.multiple(k, SLICE, f"k < {sz.manifest_text(k)}")
+        k_ok = c.multiple(k, self.sk, f"k < {sz.manifest_text(k)}")
         self.m_b, self.n_b = (None if m_ok else m_ir), (None if n_ok else n_ir)
         self.k_b = None if k_ok else k_ir
+        self.l_batch = broadcast_batch(batch_axes, batch, self.lshape[:-2])
+        self.r_batch = broadcast_batch(batch_axes, batch, self.rshape[:-2])
+        if self.halves is not None:
+            self.halves.offsets()
+            return
         self.per = per = self.size // (TILE * TILE)  # elements of each operand a thread stages
-        self.a_k = body.let(ibin("%", t, u32(SLICE)), "ak")
-        self.a_m = a_m = body.let(ibin("/", t, u32(SLICE)), "am")
+        self.a_k = body.let(ibin("%", t, u32(self.sk)), "ak")
+        self.a_m = a_m = body.let(ibin("/", t, u32(self.sk)), "am")
         self.a_rows = [
             body.let(ibin("+", self.row0, ibin("+", a_m, u32(q * BLOCK // per))), "ar")
             for q in range(per)
@@ -182,13 +211,15 @@ class _Tile:
         self.b_ok = (
             None if self.n_b is None else body.let(Binary("<", b_n, self.n_b, "bool"), "bok")
         )
-        self.b_step = SLICE // per
+        self.b_step = self.sk // per
         self.b_rows = [body.let(ibin("*", u32(q * self.b_step), n_ir), "bs") for q in range(per)]
-        self.l_batch = broadcast_batch(batch_axes, batch, self.lshape[:-2])
-        self.r_batch = broadcast_batch(batch_axes, batch, self.rshape[:-2])
 
     def stage(self, k0: Expr, buffer: Expr, right: int) -> None:
-        """Slice `k0` of both operands into the workgroup buffers at offset `buffer`."""
+        """Slice `k0` of both operands into the workgroup buffers at offset `buffer` (the
+        buffer's parity, 0 or 1, with `_HalfTiles`)."""
+        if self.halves is not None:
+            self.halves.stage(k0, buffer, right)
+            return
         c, body, per, out = self.c, self.body, self.per, self.out
         ka = body.let(ibin("+", k0, self.a_k), "ka")
         ka_ok = None if self.k_b is None else body.let(Binary("<", ka, self.k_b, "bool"), "kok")
@@ -211,27 +242,50 @@ class _Tile:
 
     def product(self, right: int, accs: list[list[Var]]) -> None:
         """The tile of `left @ right` into this thread's `accs`, ending with a barrier (so
-        the workgroup buffers may be staged again)."""
+        the workgroup buffers may be staged again). With `_HalfTiles` whose K or N is not
+        proven even, the whole k loop twice: copying packed words where both are even at run
+        time, packing them from element loads where not."""
+        body, halves = self.body, self.halves
+        if halves is None or halves.even is None:
+            self._product(right, accs)
+            return
+        with body.block() as fast:
+            halves.copying = True
+            self._product(right, accs)
+        with body.block() as slow:
+            halves.copying = False
+            self._product(right, accs)
+        body.emit(If(halves.even, fast, slow))
+
+    def _product(self, right: int, accs: list[list[Var]]) -> None:
         body = self.body
         self.stage(u32(0), u32(0), right)
         body.emit(WaitAsync())
         body.emit(Barrier())
         a_row = body.let(ibin("*", self.ly, u32(VEC)), "ly")
         b_col = body.let(ibin("*", self.lx, u32(VEC)), "lx")
-        with body.for_("k0_", u32(0), self.k_ir, u32(SLICE)) as k0:
+        with body.for_("k0_", u32(0), self.k_ir, u32(self.sk)) as k0:
             self.slices(k0, accs, right, a_row, b_col)
 
     def slices(self, k0: Expr, accs: list[list[Var]], right: int, a_row: Expr, b_col: Expr) -> None:
         """One k-slice: the next staged into the other buffers while this one multiplies."""
         body, size = self.body, self.size
-        # slice s = k0 / SLICE is in buffer s % 2: `cur` is its offset, the next goes to the other
-        shift = (size // SLICE).bit_length() - 1
-        cur = body.let(Binary("&", Binary("<<", k0, u32(shift), "u32"), u32(size), "u32"), "cur")
-        nxt = body.let(Binary("^", cur, u32(size), "u32"), "nxt")
-        k_next = body.let(ibin("+", k0, u32(SLICE)), "kn")
+        if self.halves is not None:
+            # slice s = k0 / 16 is in buffers of parity s % 2, the next in the others
+            cur = body.let(Binary("&", Binary(">>", k0, u32(4), "u32"), u32(1), "u32"), "cur")
+            nxt = body.let(Binary("^", cur, u32(1), "u32"), "nxt")
+        else:
+            # slice s = k0 / sk is in buffer s % 2: `cur` is its offset, the next in the other
+            shift = (size // self.sk).bit_length() - 1
+            cur = Binary("&", Binary("<<", k0, u32(shift), "u32"), u32(size), "u32")
+            cur = body.let(cur, "cur")
+            nxt = body.let(Binary("^", cur, u32(size), "u32"), "nxt")
+        k_next = body.let(ibin("+", k0, u32(self.sk)), "kn")
         with body.if_(Binary("<", k_next, self.k_ir, "bool")):
             self.stage(k_next, nxt, right)
-        if self.mma is not None:
+        if self.mma is not None and self.halves is not None:
+            self.mma.slice_halves(cur, accs)
+        elif self.mma is not None:
             self.mma.slice(cur, accs)
         else:
             self.multiply(cur, accs, a_row, b_col)
@@ -244,7 +298,7 @@ class _Tile:
         body, acc_t, half = self.body, self.acc_t, BLOCK // 2
         a_at = body.let(ibin("+", cur, a_row), "ra")
         b_at = body.let(ibin("+", cur, b_col), "rb")
-        for kk in range(SLICE):
+        for kk in range(self.sk):
             a_vals: list[Var] = []
             b_vals: list[Var] = []
             for h in range(2):
@@ -290,6 +344,154 @@ class _Tile:
 _A, _B = "$a_tile", "$b_tile"
 
 
+# `_HalfTiles`: words per row of the left tile (16 halves, then 4 words of padding) and
+# per k of the right one (128 halves, then 4 words), and the words of one buffer of each
+A_STRIDE, B_STRIDE = 12, 68
+
+
+A_WORDS, B_WORDS = BLOCK * A_STRIDE, MMA_HALF_SHAPE[2] * B_STRIDE
+
+
+class _HalfTiles:
+    """The shared tiles of a matmul on float16 or bfloat16 tensor cores: halves stored as
+    they are, two to a u32 word (the lower index in the low half), 16-deep k-slices in two
+    buffers of each operand (parity 0 or 1).
+
+    The left tile is m-major, `a_tile[m * 12 + k / 2]` (row m's 16 halves in 8 words, then
+    4 words of padding), the right one k-major as B is stored, `b_tile[k * 68 + n / 2]`
+    (128 halves in 64 words, then 4). `_MmaWarp.slice_halves` reads the fragments with
+    `ldmatrix` (x4 for A; x4 `.trans` for B, whose k-major rows are the mma's "col"
+    operand transposed); the padding puts the 8 rows of each 8 x 8 matrix (16 bytes each,
+    48 or 272 bytes apart) on 8 distinct groups of 4 banks, so no read conflicts.
+
+    Staging copies the packed words as they are where K and N are even (the pairs `2w`,
+    `2w + 1` of a row then never straddle rows and are 4-byte aligned): one `cp.async` of 4
+    bytes per word (`CopyAsync`, `pair` for float16; a bfloat16 buffer is u32 words
+    already), thread t the words `t % 8` of rows `t / 8 + 32 q` (A) and `t % 64` of k
+    `t / 64 + 4 q` (B), q < 4, 0 where the pair is past M, N or K. Where K or N is odd (not
+    proven even, checked once at run time: `_Tile.product` then has two k loops) each word
+    is packed from two guarded element loads instead (`PackHalves`, exact)."""
+
+    def __init__(self, tile: _Tile) -> None:
+        self.tile = tile
+        ev = tile.ev
+        self.kind = "f16" if ev.dtype(tile.left) == float16 else "bf16"
+
+    def offsets(self) -> None:
+        """The staging offsets and guards, before the k loop."""
+        tile = self.tile
+        c, body, t = tile.c, tile.body, tile.t
+        self.copying = True  # `_Tile.product` sets it for each of its two k loops
+        if all(sz.multiple_proof(x, 2, c.dims) is not None for x in (tile.k, tile.n)):
+            self.even: Expr | None = None
+        else:
+            odd = Binary("&", Binary("|", tile.k_ir, tile.n_ir, "u32"), u32(1), "u32")
+            self.even = body.let(Binary("==", odd, u32(0), "bool"), "even")
+        a_w = body.let(ibin("%", t, u32(8)), "aw")
+        self.a_k = body.let(ibin("*", a_w, u32(2)), "ak")
+        a_m = body.let(ibin("/", t, u32(8)), "am")
+        self.a_rows = [
+            body.let(ibin("+", tile.row0, ibin("+", a_m, u32(32 * q))), "ar") for q in range(4)
+        ]
+        a_batch = batch_offset(c, tile.lshape, tile.batch, tile.batch_axes)
+        self.a_base = [
+            body.let(ibin("+", a_batch, ibin("*", r_, tile.k_ir)), "ab") for r_ in self.a_rows
+        ]
+        self.a_ok = [
+            None if tile.m_b is None else body.let(Binary("<", r_, tile.m_b, "bool"), "aok")
+            for r_ in self.a_rows
+        ]
+        self.a_slot = body.let(ibin("+", ibin("*", a_m, u32(A_STRIDE)), a_w), "as")
+        b_w = body.let(ibin("%", t, u32(64)), "bw")
+        self.b_k = body.let(ibin("/", t, u32(64)), "bk")
+        self.b_n = body.let(ibin("+", tile.col0, ibin("*", b_w, u32(2))), "bn")
+        b_batch = batch_offset(c, tile.rshape, tile.batch, tile.batch_axes)
+        self.b_base = body.let(ibin("+", b_batch, self.b_n), "bb")
+        self.b_ok = [
+            None
+            if tile.n_b is None
+            else body.let(Binary("<", ibin("+", self.b_n, u32(e)), tile.n_b, "bool"), "bok")
+            for e in range(2)
+        ]
+        self.b_slot = body.let(ibin("+", ibin("*", self.b_k, u32(B_STRIDE)), b_w), "bs")
+
+    def stage(self, k0: Expr, parity: Expr, right: int) -> None:
+        """Slice `k0` of both operands into the buffers of `parity`."""
+        body = self.tile.body
+        a_at = body.let(ibin("+", ibin("*", parity, u32(A_WORDS)), self.a_slot), "sa")
+        b_at = body.let(ibin("+", ibin("*", parity, u32(B_WORDS)), self.b_slot), "sb")
+        ka = body.let(ibin("+", k0, self.a_k), "ka")
+        kb = body.let(ibin("+", k0, self.b_k), "kb")
+        if self.copying:
+            self.copy(ka, kb, a_at, b_at, right)
+        else:
+            self.pack(ka, kb, a_at, b_at, right)
+
+    def _k_ok(self, k: Expr) -> Expr | None:
+        k_b = self.tile.k_b
+        return None if k_b is None else Binary("<", k, k_b, "bool")
+
+    def copy(self, ka: Expr, kb: Expr, a_at: Expr, b_at: Expr, right: int) -> None:
+        """The words of the slice copied as they are (K and N even)."""
+        tile = self.tile
+        ka_ok = self._k_ok(ka)
+        for q in range(4):
+            slot = ibin("+", a_at, u32(32 * A_STRIDE * q))
+            cond = all_true([self.a_ok[q], ka_ok])
+            self._copy(_A, slot, tile.left, ibin("+", self.a_base[q], ka), cond)
+        for q in range(4):
+            k = ibin("+", kb, u32(4 * q))
+            slot = ibin("+", b_at, u32(4 * B_STRIDE * q))
+            cond = all_true([self._k_ok(k), self.b_ok[0]])
+            self._copy(_B, slot, right, ibin("+", self.b_base, ibin("*", k, tile.n_ir)), cond)
+
+    def _copy(self, array: str, slot: Expr, operand: int, flat: Expr, cond: Expr | None) -> None:
+        ev, body = self.tile.ev, self.tile.body
+        buffer = ev.buffers[ev.resolve(operand)]
+        if self.kind == "f16":
+            body.emit(CopyAsync(array, slot, Load(buffer, flat, "f16"), cond, pair=True))
+        else:
+            word = Load(buffer, ibin("/", flat, u32(2)), "u32")
+            body.emit(CopyAsync(array, slot, word, cond))
+
+    def pack(self, ka: Expr, kb: Expr, a_at: Expr, b_at: Expr, right: int) -> None:
+        """The words of the slice packed from two guarded element loads each (K or N odd)."""
+        tile = self.tile
+        for q in range(4):
+            pair = []
+            for e in range(2):
+                k = ibin("+", ka, u32(e))
+                axes = [*tile.l_batch, self.a_rows[q], k]
+                idx = Idx(tile.lshape, flat=ibin("+", self.a_base[q], k), axes=axes)
+                pair.append(self._value(tile.left, idx, all_true([self.a_ok[q], self._k_ok(k)])))
+            self._store(_A, ibin("+", a_at, u32(32 * A_STRIDE * q)), pair)
+        for q in range(4):
+            k = ibin("+", kb, u32(4 * q))
+            pair = []
+            for e in range(2):
+                n = ibin("+", self.b_n, u32(e))
+                axes = [*tile.r_batch, k, n]
+                flat = ibin("+", ibin("+", self.b_base, u32(e)), ibin("*", k, tile.n_ir))
+                idx = Idx(tile.rshape, flat=flat, axes=axes)
+                pair.append(self._value(right, idx, all_true([self._k_ok(k), self.b_ok[e]])))
+            self._store(_B, ibin("+", b_at, u32(4 * B_STRIDE * q)), pair)
+
+    def _value(self, operand: int, idx: Idx, cond: Expr | None) -> Expr:
+        body, ev = self.tile.body, self.tile.ev
+        if cond is None:
+            return ev.at(operand, idx)
+        value = body.var(lw.const(0, "f32"), "x")
+        with body.if_(cond):
+            body.emit(Assign(value, ev.at(operand, idx)))
+        return value
+
+    def _store(self, array: str, slot: Expr, pair: list[Expr]) -> None:
+        body = self.tile.body
+        word = body.fresh("w", "u32")
+        body.emit(PackHalves(word, pair[0], pair[1], self.kind))
+        body.emit(Store(array, slot, word))
+
+
 WARPS_M, WARPS_N = 2, 4  # the 8 warps of a matmul workgroup over its 128 x 128 tile
 
 
@@ -302,29 +504,64 @@ FRAG_M = BLOCK // WARPS_M // MMA_M  # 16 x 8 tiles per warp along m (4) and n (4
 FRAG_N = BLOCK // WARPS_N // MMA_N
 
 
+def mma_kind(c: KernelContext, left: int, *rights: int) -> str | None:
+    """The tensor cores a PTX build (`c.tensor_cores`) multiplies `left @ right` on (for
+    each right operand), into an f32 accumulator: "f16" or "bf16" when all operands are
+    buffers of that type (values exact in it: the products are exact, as the scalar path's
+    f32 products of them are), "tf32" for an `@gpu(precision="tf32")` function, else None
+    (scalar f32 products)."""
+    if not c.tensor_cores:
+        return None
+    ev = c.ev
+    operands = (left, *rights)
+    dtypes = {ev.dtype(x) for x in operands}
+    stored = all(
+        ev.resolve(x) in ev.buffers and ev.buffers[ev.resolve(x)] not in ev.wide for x in operands
+    )
+    if len(dtypes) == 1 and stored and dtypes <= {float16, bfloat16}:
+        return "f16" if dtypes == {float16} else "bf16"
+    return "tf32" if c.s.kernel.graph.kernel.precision == "tf32" else None
+
+
 class _MmaWarp:
-    """The tensor-core products of a `matmul` launch (`@gpu(precision="tf32")`, PTX): warp
-    `w = t / 32` of the workgroup owns rows `64 (w / 4)` .. `+ 64` and columns `32 (w % 4)`
-    .. `+ 32` of the 128 x 128 tile, 4 x 4 `MmaSync` tiles of 16 x 8 each, and at each
-    staged k-slice (8 wide, one `MmaSync` deep) reads its fragments from the shared tiles
-    with plain loads, at the PTX ISA's positions (`MmaSync`): lane `(g, q) = (l / 4, l % 4)`
-    reads A[m][k] at `a_tile[k * 128 + m]` for m in `g, g + 8` (+ 16 per tile) and k in
-    `q, q + 4`, and B[k][n] at `b_tile[k * 128 + n]` for n = `g` (+ 8 per tile). The 64
+    """The tensor-core products of a `matmul` launch (PTX): warp `w = t / 32` of the
+    workgroup owns rows `64 (w / 4)` .. `+ 64` and columns `32 (w % 4)` .. `+ 32` of the
+    128 x 128 tile, 4 x 4 `MmaSync` tiles of 16 x 8 each, and at each staged k-slice (one
+    `MmaSync` deep: 8 for TF32, 16 for float16 and bfloat16) reads its fragments from the
+    shared tiles: TF32 with plain loads, halves with `ldmatrix` (`slice_halves`, the tiles
+    of `_HalfTiles`), at the PTX ISA's positions (`MmaSync`), lane
+    `(g, q) = (l / 4, l % 4)`: with TF32 A[m][k] at `a_tile[k * 128 + m]` for m in `g, g + 8`
+    (+ 16 per tile) and k in `q, q + 4`, and B[k][n] at `b_tile[k * 128 + n]` for n = `g`
+    (+ 8 per tile); with halves k in `2q, 2q + 1, 2q + 8, 2q + 9` for both. The 64
     accumulators of a thread are, as a grid, rows `16 i + g + 8 h` by columns
     `8 j + 2 q + e` (h, e < 2) of the warp's block: what the epilogue stores."""
 
-    def __init__(self, c: KernelContext, t: Expr, row0: Expr, col0: Expr) -> None:
+    def __init__(self, c: KernelContext, t: Expr, row0: Expr, col0: Expr, kind: str) -> None:
         body = c.body
-        self.body = body
+        self.body, self.kind = body, kind
         warp = body.let(ibin("/", t, u32(WARP)), "warp")
         lane = body.let(ibin("%", t, u32(WARP)), "lane")
         g = body.let(ibin("/", lane, u32(4)), "g")
         q = body.let(ibin("%", lane, u32(4)), "q")
         wm = body.let(ibin("*", ibin("/", warp, u32(WARPS_N)), u32(BLOCK // WARPS_M)), "wm")
         wn = body.let(ibin("*", ibin("%", warp, u32(WARPS_N)), u32(BLOCK // WARPS_N)), "wn")
-        # shared offsets of this lane's first A and B elements (k = q), within a buffer
-        self.a_at = body.let(ibin("+", ibin("*", q, u32(BLOCK)), ibin("+", wm, g)), "fa")
-        self.b_at = body.let(ibin("+", ibin("*", q, u32(BLOCK)), ibin("+", wn, g)), "fb")
+        if kind == "tf32":
+            # shared offsets of this lane's first A and B elements (k = q), within a buffer
+            self.a_at = body.let(ibin("+", ibin("*", q, u32(BLOCK)), ibin("+", wm, g)), "fa")
+            self.b_at = body.let(ibin("+", ibin("*", q, u32(BLOCK)), ibin("+", wn, g)), "fb")
+        else:
+            # the row this lane addresses for `ldmatrix` (`_HalfTiles`): row `l % 8` of
+            # matrix `l / 8`, whose bit 0 is 8 more rows (A) or k (B), bit 1 8 more k (A,
+            # 4 words) or n (B, 4 words)
+            mat = body.let(ibin("/", lane, u32(8)), "mat")
+            r = body.let(ibin("%", lane, u32(8)), "r")
+            hi = body.let(ibin("*", ibin("%", mat, u32(2)), u32(8)), "hi")
+            side = body.let(ibin("*", ibin("/", mat, u32(2)), u32(4)), "side")
+            a_row = ibin("+", ibin("+", wm, r), hi)
+            self.a_at = body.let(ibin("+", ibin("*", a_row, u32(A_STRIDE)), side), "fa")
+            b_row = ibin("*", ibin("+", r, hi), u32(B_STRIDE))
+            b_at = ibin("+", b_row, ibin("+", ibin("/", wn, u32(2)), side))
+            self.b_at = body.let(b_at, "fb")
         row = ibin("+", row0, ibin("+", wm, g))
         col = ibin("+", col0, ibin("+", wn, ibin("*", q, u32(2))))
         self.rows = [
@@ -346,24 +583,56 @@ class _MmaWarp:
             for _ in range(2 * FRAG_M)
         ]
 
+    def slice_halves(self, parity: Expr, accs: list[list[Var]]) -> None:
+        """The `MmaSync`s of the k-slice in the `_HalfTiles` buffers of `parity`: each A
+        fragment one `ldmatrix.x4` (a0..a7 in the order of its 4 matrices), each two B
+        fragments one `ldmatrix.x4.trans` (k-major rows: the transposed pairs)."""
+        body = self.body
+        a_at = body.let(ibin("+", ibin("*", parity, u32(A_WORDS)), self.a_at), "ra")
+        b_at = body.let(ibin("+", ibin("*", parity, u32(B_WORDS)), self.b_at), "rb")
+        a_frags = []
+        for i in range(FRAG_M):
+            regs = tuple(body.fresh("a", "u32") for _ in range(4))
+            body.emit(LoadMatrix(regs, _A, ibin("+", a_at, u32(MMA_M * i * A_STRIDE))))
+            a_frags.append(regs)
+        b_frags = []
+        for jp in range(FRAG_N // 2):
+            regs = tuple(body.fresh("b", "u32") for _ in range(4))
+            body.emit(LoadMatrix(regs, _B, ibin("+", b_at, u32(MMA_N * jp)), trans=True))
+            b_frags += [regs[:2], regs[2:]]
+        for i, a in enumerate(a_frags):
+            for j, b in enumerate(b_frags):
+                acc = tuple(accs[2 * i + h][2 * j + e] for h in range(2) for e in range(2))
+                body.emit(MmaSync(acc, a, b, self.kind))
+
     def slice(self, cur: Expr, accs: list[list[Var]]) -> None:
         """The `MmaSync`s of the k-slice in the shared buffer at offset `cur`, into `accs`."""
         body = self.body
         a_at = body.let(ibin("+", cur, self.a_at), "ra")
         b_at = body.let(ibin("+", cur, self.b_at), "rb")
-        k4 = 4 * BLOCK  # k + 4, in the k-major tiles
 
         def load(tile: str, at: Expr, offset: int) -> Expr:
             return body.let(Load(tile, ibin("+", at, u32(offset)), "f32"), tile.strip("$_")[0])
 
+        if self.kind == "tf32":
+            k4 = 4 * BLOCK  # k + 4, in the k-major tiles
+            a_offsets: tuple[int, ...] = (0, 8, k4, k4 + 8)
+            b_offsets: tuple[int, ...] = (0, k4)
+        else:
+            # k + 1 and k + 8, in the k-major tiles: a0..a7 are (m, k), (m, k + 1),
+            # (m + 8, k), (m + 8, k + 1), then the same at k + 8; b0..b3 k, k + 1, k + 8, k + 9
+            k1, k8 = BLOCK, 8 * BLOCK
+            a_offsets = (0, k1, 8, k1 + 8, k8, k8 + k1, k8 + 8, k8 + k1 + 8)
+            b_offsets = (0, k1, k8, k8 + k1)
         a_frags = [
-            tuple(load("$a_tile", a_at, MMA_M * i + off) for off in (0, 8, k4, k4 + 8))
+            tuple(load("$a_tile", a_at, MMA_M * i + off) for off in a_offsets)
             for i in range(FRAG_M)
         ]
         b_frags = [
-            tuple(load("$b_tile", b_at, MMA_N * j + off) for off in (0, k4)) for j in range(FRAG_N)
+            tuple(load("$b_tile", b_at, MMA_N * j + off) for off in b_offsets)
+            for j in range(FRAG_N)
         ]
         for i, a in enumerate(a_frags):
             for j, b in enumerate(b_frags):
                 acc = tuple(accs[2 * i + h][2 * j + e] for h in range(2) for e in range(2))
-                body.emit(MmaSync(acc, a, b))
+                body.emit(MmaSync(acc, a, b, self.kind))

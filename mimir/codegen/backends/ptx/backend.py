@@ -23,6 +23,7 @@ from mimir.codegen.ir import (
     CopyAsync,
     Helper,
     Kernel,
+    LoadMatrix,
     MmaSync,
     SharedVectorLoad,
     Uniform,
@@ -34,8 +35,9 @@ from mimir.codegen.refusal import RefusalError
 
 PTX_VERSION = "7.0"
 PTX_TARGET = "sm_70"
-# a kernel that stages through `cp.async` (the matmul) or multiplies on TF32 tensor cores
-# (`mma.sync ... .tf32`, `cvt.rna.tf32.f32`: `@gpu(precision="tf32")`) needs Ampere or newer
+# a kernel that stages through `cp.async` (the matmul) or multiplies on tensor cores
+# (`mma.sync ... .tf32` with `cvt.rna.tf32.f32` under `@gpu(precision="tf32")`, or
+# `mma.sync ... .f16` / `.bf16` with `cvt.rn.f16x2.f32`) needs Ampere or newer
 PTX_ASYNC_TARGET = "sm_80"
 
 _TYPES = {"bool": "pred", "i32": "s32", "u32": "u32", "f32": "f32", "f16": "b16"}
@@ -172,7 +174,12 @@ class PTX(Backend):
             prologue.ins(f"cvta.to.global.u64 {base}, {generic}")
             memory[b.name] = Memory("global", base, b.elem, readonly=b.access == "read")
         decls = []
-        vectors = {s.array for s in walk_statements(kernel.body) if isinstance(s, SharedVectorLoad)}
+        # `ld.shared.v4` and `ldmatrix` rows need 16-byte alignment
+        vectors = {
+            s.array
+            for s in walk_statements(kernel.body)
+            if isinstance(s, (SharedVectorLoad, LoadMatrix))
+        }
         for a in kernel.shared:
             size = ELEMENT_BYTES[a.elem] * a.count
             align = 16 if a.name in vectors else 4  # `ld.shared.v4` needs 16-byte alignment
@@ -218,7 +225,7 @@ def uses_async(kernel: Kernel) -> bool:
 
 
 def uses_tensor_cores(kernel: Kernel) -> bool:
-    """Whether the kernel multiplies with `mma.sync` (TF32, sm_80)."""
+    """Whether the kernel multiplies with `mma.sync` (TF32, float16 or bfloat16; sm_80)."""
     return any(isinstance(s, MmaSync) for s in walk_statements(kernel.body))
 
 

@@ -28,7 +28,8 @@ semantics (`mimir.codegen.ir`) and how they are kept:
   `cvt.rmi.f32.f32`;
 - `WarpReduce` is `shfl.sync.bfly.b32` rounds within its lanes (`warp_reduce`);
 - `MmaSync` is `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` on operands rounded
-  with `cvt.rna.tf32.f32` (`mma`; sm_80);
+  with `cvt.rna.tf32.f32`, or `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`
+  (`.bf16.bf16`) on operands packed in pairs with `cvt.rn.f16x2.f32` (`mma`; sm_80);
 - `If` is a predicated branch around its blocks, `For` a loop whose bound and
   step are evaluated at every iteration (as C does), `Barrier` is
   `bar.sync 0`, and `Return` is `ret` (from a helper, after moving the value
@@ -75,7 +76,9 @@ from mimir.codegen.ir import (
     If,
     Let,
     Load,
+    LoadMatrix,
     MmaSync,
+    PackHalves,
     Return,
     Select,
     SharedVectorLoad,
@@ -690,6 +693,12 @@ class Emitter:
             self.ins("cp.async.wait_all")
         elif isinstance(s, MmaSync):
             self.mma(s)
+        elif isinstance(s, LoadMatrix):
+            self.load_matrix(s)
+        elif isinstance(s, PackHalves):
+            if s.kind not in ("f16", "bf16") or s.var.type != "u32":
+                raise refuse(f"a packing of two `{s.kind}` into `{s.var.type}`")
+            self.env[s.var.name] = self.packed(s.kind, s.low, s.high)
         elif isinstance(s, Store):
             self.store(s)
         elif isinstance(s, GlobalVectorLoad):
@@ -757,12 +766,32 @@ class Emitter:
                 self.converted[src] = d
         return d
 
+    def packed(self, kind: str, low: Expr, high: Expr) -> str:
+        """Two f32 values exact in `kind` (f16 or bf16) packed into one `.b32` register,
+        `low` in the low half (`cvt.rn.f16x2.f32` / `cvt.rn.bf16x2.f32`, sm_80, whose first
+        source goes to the upper half); a pair of immutable registers is packed once."""
+        lo, hi = self.reg(low), self.reg(high)
+        key = f"{kind}:{hi}:{lo}"
+        d = self.converted.get(key)
+        if d is None:
+            d = self.regs.new("b32")
+            self.ins(f"cvt.rn.{kind}x2.f32 {d}, {hi}, {lo}")
+            if lo not in self.mutable and hi not in self.mutable:
+                self.converted[key] = d
+        return d
+
     def mma(self, s: MmaSync) -> None:
-        """One warp's `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` (sm_80), the
+        """One warp's `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` or
+        `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` (`.bf16.bf16`) (sm_80), the
         accumulator registers both C and D; the fragments are as `MmaSync` lays them out."""
-        if len(s.acc) != 4 or len(s.a) != 4 or len(s.b) != 2:
-            raise refuse("an `MmaSync` whose fragments are not 4, 4 and 2 registers")
-        if any(e.type != "f32" for e in (*s.acc, *s.a, *s.b)):
+        halves = s.kind in ("f16", "bf16")
+        if s.kind != "tf32" and not halves:
+            raise refuse(f"an `MmaSync` of kind `{s.kind}`")
+        packed = halves and len(s.a) == 4 and all(e.type == "u32" for e in (*s.a, *s.b))
+        n_a, n_b = (4, 2) if packed or not halves else (8, 4)
+        if len(s.acc) != 4 or len(s.a) != n_a or len(s.b) != n_b:
+            raise refuse("an `MmaSync` whose fragments are not the PTX ISA's")
+        if any(e.type != "f32" for e in (*s.acc, *(() if packed else (*s.a, *s.b)))):
             raise refuse("an `MmaSync` on values that are not f32")
         acc = []
         for v in s.acc:
@@ -770,23 +799,48 @@ class Emitter:
             if r is None or r not in self.mutable:
                 raise refuse(f"an `MmaSync` into `{v.name}`, which is not a variable")
             acc.append(r)
-        a = [self.tf32(e) for e in s.a]
-        b = [self.tf32(e) for e in s.b]
         d = "{" + ", ".join(acc) + "}"
-        self.ins(
-            f"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {d}, "
-            f"{{{', '.join(a)}}}, {{{', '.join(b)}}}, {d}"
-        )
+        if packed:
+            a = [self.reg(e) for e in s.a]
+            b = [self.reg(e) for e in s.b]
+            shape = f"m16n8k16.row.col.f32.{s.kind}.{s.kind}.f32"
+        elif halves:
+            a = [self.packed(s.kind, s.a[k], s.a[k + 1]) for k in range(0, 8, 2)]
+            b = [self.packed(s.kind, s.b[k], s.b[k + 1]) for k in range(0, 4, 2)]
+            shape = f"m16n8k16.row.col.f32.{s.kind}.{s.kind}.f32"
+        else:
+            a = [self.tf32(e) for e in s.a]
+            b = [self.tf32(e) for e in s.b]
+            shape = "m16n8k8.row.col.f32.tf32.tf32.f32"
+        self.ins(f"mma.sync.aligned.{shape} {d}, {{{', '.join(a)}}}, {{{', '.join(b)}}}, {d}")
+
+    def load_matrix(self, s: LoadMatrix) -> None:
+        """`ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16` (sm_75) into fresh `.b32`
+        registers, this lane's row address the word `s.index` of a u32 shared array."""
+        mem, addr = self.address(s.array, s.index)
+        if mem.space != "shared" or mem.elem != "u32" or len(s.vars) not in (1, 2, 4):
+            raise refuse(f"an `ldmatrix` of {len(s.vars)} from `{s.array}`")
+        dsts = [self.new("u32") for _ in s.vars]
+        trans = ".trans" if s.trans else ""
+        shape = f"m8n8.x{len(dsts)}{trans}.shared.b16"
+        self.ins(f"ldmatrix.sync.aligned.{shape} {{{', '.join(dsts)}}}, {addr}")
+        for v, d in zip(s.vars, dsts, strict=True):
+            self.env[v.name] = d
 
     def copy_async(self, s: CopyAsync) -> None:
         """`cp.async.ca.shared.global` of one element (sm_80+), predicated on the guard,
-        which otherwise stores 0 into the slot; done by the next `cp.async.wait_all`."""
+        which otherwise stores 0 into the slot; done by the next `cp.async.wait_all`. With
+        `s.pair` two f16 elements into one u32 word (4 bytes, the element index even)."""
         dst_mem, dst = self.address(s.array, s.index)
         src_mem, src = self.address(s.value.array, s.value.index)
         size = ELEMENT_BYTES[src_mem.elem]
+        if s.pair:
+            if src_mem.elem != "f16" or dst_mem.elem != "u32":
+                raise refuse(f"a paired asynchronous copy from `{s.value.array}`")
+            size = 4
         if dst_mem.space != "shared" or src_mem.space != "global" or size not in (4, 8, 16):
             raise refuse(f"an asynchronous copy from `{s.value.array}` to `{s.array}`")
-        if dst_mem.elem != src_mem.elem:
+        if dst_mem.elem != src_mem.elem and not s.pair:
             raise refuse(f"an asynchronous copy from `{src_mem.elem}` to `{dst_mem.elem}`")
         if s.cond is None:
             self.ins(f"cp.async.ca.shared.global {dst}, {src}, {size}")
