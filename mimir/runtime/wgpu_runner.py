@@ -264,18 +264,21 @@ def _prepare_launches(
     uniform: Any,
 ) -> list[tuple[Any, dict[int, Any], tuple[int, int, int]]]:
     """One (pipeline, bind groups, workgroup counts) per kernel, in launch order."""
-    codes: dict[str, str | bytes] = {}
+    codes: dict[str, tuple[str | bytes, bytes]] = {}  # file -> (its code, sha-256 of it)
     modules: dict[str, Any] = {}
+    roles = repr(_roles(manifest))
     launches = []
     for index, (kernel, launch) in enumerate(zip(manifest["kernels"], counts, strict=True)):
         file = kernel["file"]
         if file not in codes:
-            codes[file] = kernel_code(directory, manifest, index)
-        code = codes[file]
+            text = kernel_code(directory, manifest, index)
+            raw = text if isinstance(text, bytes) else text.encode()
+            codes[file] = (text, hashlib.sha256(raw).digest())
+        code, digest = codes[file]
         key = (
-            hashlib.sha256(code if isinstance(code, bytes) else code.encode()).digest(),
+            digest,
             str(kernel.get("entry_point")),
-            repr((kernel.get("bindings"), kernel.get("uniform_binding"), _roles(manifest))),
+            repr((kernel.get("bindings"), kernel.get("uniform_binding"))) + roles,
         )
         cached = _PIPELINES.get(key)
         if cached is None:
