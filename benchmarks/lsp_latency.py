@@ -1,6 +1,6 @@
 """`mimir lsp` re-check latency: `didChange` to `publishDiagnostics`, against the cold CLI.
 
-    python benchmarks/lsp_latency.py [--kernels 40] [--edits 50] [--debounce-ms 20]
+    python benchmarks/lsp_latency.py [--kernels 40] [--matmuls 1] [--edits 50] [--debounce-ms 20]
 
 Writes a generated file of about 1,000 lines holding `--kernels` kernels (every
 tenth with a bug), starts `mimir lsp` over stdio as an editor does, opens the
@@ -11,6 +11,10 @@ latency of an edit is the wall time from writing `didChange` to reading its
 `publishDiagnostics`, the debounce included. The same file is then checked by
 `mimir check --no-cache` in a fresh process. Exits 1 if the server's final
 diagnostics differ in count from the CLI's.
+
+`--matmuls M` gives each kernel a stack of M square layers (`h @ w` and a bias, one line
+each) instead of the one linear layer: `--matmuls 18` is a file of 40 kernels of 18
+matmuls each, about 1,250 lines, the densest code an editor holds.
 """
 
 from __future__ import annotations
@@ -59,11 +63,38 @@ def block_{i}(
 '''
 
 
-def generate(kernels: int) -> str:
+DEEP_KERNEL = '''
+
+@gpu
+def block_{i}(
+    x: Tensor[float32, N, 64],
+    w: Tensor[float32, 64, 64],
+    v: Tensor[float32, 64, {out}],
+    b: Tensor[float32, 64],
+) -> Tensor[float32, N, {out}]:
+    """{matmuls} layers: each a product, a bias and an activation."""
+    h = x
+{layers}    h = h.relu() * {scale}
+    clipped = (h @ v{bug}).clip(-6.0, 6.0)
+    return clipped
+'''
+
+
+def generate(kernels: int, matmuls: int = 1) -> str:
     parts = [HEADER]
     for i in range(kernels):
         bug = ".T" if i % 10 == 9 else ""  # [64, out].T cannot multiply [N, 64]
-        parts.append(KERNEL.format(i=i, out=32 + (i % 4) * 32, bug=bug, scale="1.0"))
+        out = 32 + (i % 4) * 32
+        if matmuls == 1:
+            parts.append(KERNEL.format(i=i, out=out, bug=bug, scale="1.0"))
+            continue
+        acts = ("relu", "sigmoid", "tanh")
+        layers = "".join(
+            f"    h = (h @ w + b).{acts[n % 3]}()\n" for n in range(matmuls - 1)
+        )  # the last product is `h @ v`
+        parts.append(
+            DEEP_KERNEL.format(i=i, out=out, bug=bug, scale="1.0", matmuls=matmuls, layers=layers)
+        )
     return "".join(parts)
 
 
@@ -118,11 +149,12 @@ class Client:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", type=int, default=40)
+    parser.add_argument("--matmuls", type=int, default=1, help="products per kernel")
     parser.add_argument("--edits", type=int, default=50)
     parser.add_argument("--debounce-ms", type=int, default=20)
     args = parser.parse_args()
 
-    text = generate(args.kernels)
+    text = generate(args.kernels, args.matmuls)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.py"
         path.write_text(text)
@@ -184,7 +216,8 @@ def main() -> int:
     p95 = latencies[min(len(latencies) - 1, round(0.95 * (len(latencies) - 1)))]
     found = len(last["params"]["diagnostics"])
     print(
-        f"{lines} lines, {args.kernels} kernels, {args.edits} edits (each inside one kernel), "
+        f"{lines} lines, {args.kernels} kernels of {args.matmuls} matmuls, "
+        f"{args.edits} edits (each inside one kernel), "
         f"debounce {args.debounce_ms} ms"
     )
     at_open = len(first["params"]["diagnostics"])

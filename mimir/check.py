@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import hashlib
 from collections.abc import Callable, Iterable, MutableMapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +67,11 @@ class CheckCancelledError(Exception):
 
 
 KernelCache = MutableMapping[str, tuple[list[Diagnostic], CheckedKernel]]
+
+# What a cached kernel holds in place of its module: the module of the check that stored it
+# (its whole tree) would otherwise live as long as the entry, one copy of the file per edit
+# in a language server's cache. A hit takes the module of the check that reads it.
+_DETACHED = ModuleInfo(SourceFile("", ""), ast.Module(body=[], type_ignores=[]))
 
 
 def check_source(
@@ -150,11 +155,12 @@ def _check_source(
             raise CheckCancelledError(path)
         key = _kernel_key(info, kernel.node, facts) if kernel_cache is not None else ""
         if kernel_cache is not None and key in kernel_cache:
-            found, checked = kernel_cache[key]
+            found, stored = kernel_cache[key]
+            checked = replace(stored, info=info)  # same text at the same place: same spans
         else:
             found, checked = _check_kernel(info, kernel, timeout_ms)
             if kernel_cache is not None:
-                kernel_cache[key] = (found, checked)
+                kernel_cache[key] = (found, replace(checked, info=_DETACHED))
         diagnostics.extend(found)
         kernels.append(checked)
     diagnostics = _one_per_site(diagnostics)

@@ -7,9 +7,11 @@ a helper imported from another module, and the emitted kernels run against the s
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 from harness import require_tool
@@ -76,6 +78,23 @@ def test_a_helper_edit_reproves_its_callers_in_the_kernel_cache() -> None:
     assert check_source("k.py", PRELUDE + ok + kernel, kernel_cache=cache).diagnostics == []
     found = check_source("k.py", PRELUDE + bad + kernel, kernel_cache=cache).diagnostics
     assert [d.code for d in found] == ["GPU011"]
+
+
+def test_a_cached_kernel_reads_the_module_of_the_check_that_hits_it() -> None:
+    """A language server's cache outlives each version of the file: an entry holding the
+    module it was proven in (its whole tree) kept one copy of the file alive per edit."""
+    cache: dict = {}
+    first = "@gpu\ndef k(x: Tensor[float32, N, 3]) -> Tensor[float32, N, 3]:\n    return x * 2.0\n"
+    second = first.replace("def k(", "def j(").replace("2.0", "3.0")
+    old = check_source("k.py", PRELUDE + first + "\n\n" + second, kernel_cache=cache)
+    tree = weakref.ref(old.info.tree)
+    edited = PRELUDE + first + "\n\n" + second.replace("3.0", "4.0")
+    new = check_source("k.py", edited, kernel_cache=cache)
+    del old
+    gc.collect()
+    assert tree() is None  # the cached `k` no longer holds the first version's tree
+    assert [k.info for k in new.kernels] == [new.info, new.info]  # `k` came from the cache
+    assert len(cache) == 3
 
 
 CALLS = Path(__file__).resolve().parent / "fixtures" / "check" / "calls.py"

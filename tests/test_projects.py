@@ -21,6 +21,7 @@ from mimir.check import check_source
 from mimir.gate.config import load_config
 from mimir.gate.runner import run_check
 from mimir.project import Project
+from mimir.project.index import _ParsedTrees
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECTS = ROOT / "tests" / "projects"
@@ -154,3 +155,17 @@ def test_one_name_from_a_package_reads_the_module_that_defines_it(tmp_path: Path
     assert result.diagnostics == []
     read = {p.name for p in project._trees}
     assert read == {"__init__.py", "m3.py", "dims.py"}
+
+
+def test_trees_parsed_once_per_process_are_bounded_by_their_text() -> None:
+    """A language server parses a new text of a document at every edit: the shared trees
+    keep the most recently used within a character budget, not one per edit forever."""
+    trees = _ParsedTrees(texts=100, characters=1_000)
+    texts = [f"x = {n}\n" + "y = 1\n" * 60 for n in range(10)]  # ~370 characters each
+    first = trees.tree("m.py", texts[0])
+    assert trees.tree("m.py", texts[0]) is first  # parsed once
+    for text in texts[1:]:
+        trees.tree("m.py", text)
+    assert trees.tree("m.py", texts[-1]) is not None
+    assert trees.tree("m.py", texts[0]) is not first  # dropped, so parsed again
+    assert trees.tree("bad.py", "def (") is None

@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import fields
 from pathlib import Path
 
@@ -123,8 +123,16 @@ class Project:
 
     def imports(self, path: Path) -> list[Path]:
         tree = self.tree(path)
-        if tree is None:
-            return []
+        return [] if tree is None else self._imports_in(path, tree)
+
+    def known_imports(self, path: Path, tree: ast.Module) -> None:
+        """Read `path`'s imports from `tree`, a parse of its text the caller holds already
+        (the document being checked), rather than parsing that text a second time."""
+        path = path.resolve()
+        if path not in self._import_lists:
+            self._import_lists[path] = self._imports_in(path, tree)
+
+    def _imports_in(self, path: Path, tree: ast.Module) -> list[Path]:
         out = []
         for stmt in tree.body:
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):
@@ -555,7 +563,38 @@ def _chosen(tree: ast.Module, wanted: frozenset[str]) -> frozenset[int] | None:
 
 
 OPAQUE_LINES = 1500  # see `Project.opaque` (the host's `foreign.MAX_LINES`)
-_PARSED: dict[tuple[str, str], ast.Module | None] = {}  # (path, text) -> tree, for this process
+
+
+class _ParsedTrees:
+    """(path, text) -> tree for this process, the least recently used dropped first beyond
+    `texts` trees or `characters` characters of source: a language server parses a new text
+    of a document at every edit, and a tree takes about 40 times the memory of its text."""
+
+    def __init__(self, texts: int, characters: int) -> None:
+        self.texts, self.characters = texts, characters
+        self._trees: OrderedDict[tuple[str, str], ast.Module | None] = OrderedDict()
+        self._held = 0  # characters of the texts held
+
+    def tree(self, path: str, text: str) -> ast.Module | None:
+        key = (path, text)
+        if key in self._trees:
+            self._trees.move_to_end(key)
+            return self._trees[key]
+        try:
+            tree = ast.parse(text, filename=path)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+        self._trees[key] = tree
+        self._held += len(text)
+        while len(self._trees) > self.texts or (
+            self._held > self.characters and len(self._trees) > 1
+        ):
+            (_, dropped), _ = self._trees.popitem(last=False)
+            self._held -= len(dropped)
+        return tree
+
+
+_PARSED = _ParsedTrees(texts=2048, characters=16_000_000)
 
 
 def parsed_once(path: str, text: str) -> ast.Module | None:
@@ -563,12 +602,4 @@ def parsed_once(path: str, text: str) -> ast.Module | None:
     package that imports its `__init__` walks the whole package, and parsing is most of
     that walk. A shared tree is only read (`Project.tree` gives a module whose reading
     rewrites it a tree of its own)."""
-    key = (path, text)
-    if key not in _PARSED:
-        if len(_PARSED) > 2048:
-            _PARSED.clear()
-        try:
-            _PARSED[key] = ast.parse(text, filename=path)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            _PARSED[key] = None
-    return _PARSED[key]
+    return _PARSED.tree(path, text)
