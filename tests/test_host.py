@@ -116,6 +116,22 @@ def test_unknown_is_never_an_error(src: str) -> None:
     assert _messages(src) == []
 
 
+def test_numpy_sorts_keep_their_own_meaning() -> None:
+    """`np.sort` gives the array (flattened with `axis=None`), `ndarray.sort()` sorts in
+    place and gives None, `argsort` keeps the shape; only the real mismatch is reported."""
+    src = (
+        "import numpy as np\n"
+        "a = np.zeros((4, 5))\n"
+        "s = np.sort(a, axis=0) + np.zeros((4, 5))\n"
+        "f = np.sort(a, axis=None) + np.zeros(20)\n"
+        "i = a.argsort() + np.zeros((4, 5))\n"
+        "n = a.sort()\n"
+        "bad = np.sort(a) + np.zeros(20)\n"
+    )
+    found = check_source("sorts.py", src).diagnostics
+    assert [(d.span.line, d.code) for d in found] == [(7, "GPU010")]
+
+
 def test_loop_over_a_literal_range_is_unrolled() -> None:
     src = (
         "import torch\nx = torch.randn(1, 4)\nfor _ in range(10):\n"

@@ -296,6 +296,10 @@ def _library(cx: Ctx, short: str, name: str, args: list, kwargs: dict, lib: str)
         return tt.elementwise(cx, args[1], args[2], args[0], dtype=tt.promote(args[1], args[2]))
     if short in ("softmax", "log_softmax"):
         return nn.FUNCTIONAL["softmax"](cx, args, kwargs)
+    if short == "gather" and lib == "torch" and args and isinstance(args[0], TensorV):
+        return call_method(cx, args[0], "gather", args[1:], kwargs)
+    if short in _ORDERING and args and isinstance(args[0], TensorV):
+        return _ordering(cx, args[0], short, args[1:], kwargs, method=False)
     if short in _ELEMENTWISE_2 and len(args) == 2 and any(isinstance(a, TensorV) for a in args):
         out = tt.elementwise(cx, args[0], args[1])  # `np.maximum(0, x)`: a scalar first
         return out.with_dtype("bool") if short in _COMPARE and isinstance(out, TensorV) else out
@@ -394,9 +398,41 @@ def _numpy_dot(cx: Ctx, a: TensorV, b: TensorV) -> Any:
     return TensorV((*a.shape[:-1], *rest), tt.promote(a, b), a.lib)
 
 
+_ORDERING = ("sort", "argsort", "topk")
+
+
+def _ordering(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict, method: bool) -> Any:
+    """`sort` and `argsort` (the shape kept; positions int64) and torch's `topk` (`k`
+    along `dim`). torch's `sort` and `topk` give (values, indices); NumPy's `np.sort` the
+    values, and `ndarray.sort()` sorts in place and gives None."""
+    numpy = t.lib == "numpy"
+    if name == "topk":
+        if numpy:
+            return UNKNOWN
+        k = tt.arg(args, kwargs, 0, "k")
+        return tt.topk(cx, t, k, tt.arg(args, kwargs, 1, "dim", IntV(const(-1))))
+    if numpy and name == "sort" and method:
+        return NoneV()
+    dim = tt.arg(args, kwargs, 0, "axis" if numpy else "dim", IntV(const(-1)))
+    if isinstance(dim, NoneV):  # NumPy's `axis=None`: the flattened array, ordered
+        flat = None if t.shape is None else (product(t.shape),)
+        t = TensorV(flat, t.dtype, t.lib)
+    elif t.shape is not None:
+        tt.axis(cx, dim, len(t.shape), name)
+    positions = t.with_dtype("int64")
+    if name == "argsort":
+        return positions
+    return t if numpy else TupleV((t, positions))
+
+
 def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any:
     """`t.name(*args, **kwargs)` for a tensor `t` (PyTorch and NumPy spellings)."""
     dim_kw = "dim" if "dim" in kwargs else "axis"
+    if name in _ORDERING:
+        return _ordering(cx, t, name, args, kwargs, method=True)
+    if name == "gather" and t.lib == "torch":
+        dim, index = tt.arg(args, kwargs, 0, "dim"), tt.arg(args, kwargs, 1, "index")
+        return tt.gather(cx, t, dim, index)
     if name in _ELEMENTWISE_1 or name in ("type_as",):
         if name in ("isnan", "isinf", "isfinite", "logical_not"):
             return t.with_dtype("bool")

@@ -774,6 +774,54 @@ def narrow(cx: Ctx, t: TensorV, dim: Any, start: Any, length: Any) -> Any:
     return TensorV(tuple(shape), t.dtype, t.lib)
 
 
+def topk(cx: Ctx, t: TensorV, k: Any, dim: Any) -> Any:
+    """`torch.topk(t, k, dim)`: the `k` largest (or smallest) along `dim`, and their
+    positions; `k` must be at most the size of `dim` ("selected index k out of range")."""
+    n = size_of(k)
+    if t.shape is None:
+        return TupleV((TensorV(None, t.dtype, t.lib), TensorV(None, "int64", t.lib)))
+    d = axis(cx, dim, len(t.shape), "topk")
+    if d is None or not t.shape:
+        return TupleV((TensorV(None, t.dtype, t.lib), TensorV(None, "int64", t.lib)))
+    cx.need(
+        le(n, t.shape[d]),
+        "GPU018",
+        f"`topk` takes k={show(n)} along dim {d} of size {show(t.shape[d])}",
+        (t.shape,),
+    )
+    shape = list(t.shape)
+    shape[d] = n
+    values = TensorV(tuple(shape), t.dtype, t.lib)
+    return TupleV((values, values.with_dtype("int64")))
+
+
+def gather(cx: Ctx, t: TensorV, dim: Any, index: Any) -> Any:
+    """`torch.gather(t, dim, index)`: shaped as `index`, of `t`'s rank, and no larger
+    than `t` on every other axis."""
+    idx = tensor(index)
+    if idx is None or idx.shape is None:
+        return TensorV(None, t.dtype, t.lib)
+    if t.shape is None:
+        return TensorV(idx.shape, t.dtype, t.lib)
+    d = axis(cx, dim, len(t.shape), "gather")
+    if len(idx.shape) != len(t.shape):
+        cx.fail(
+            "GPU013",
+            f"`gather` needs an index of the input's rank {len(t.shape)}, got rank "
+            f"{len(idx.shape)}",
+        )
+        return TensorV(idx.shape, t.dtype, t.lib)
+    for a, (n, m) in enumerate(zip(idx.shape, t.shape, strict=True)):
+        if a != d:
+            cx.need(
+                le(n, m),
+                "GPU018",
+                f"`gather` index has size {show(n)} on dim {a}, where the input has {show(m)}",
+                (t.shape, idx.shape),
+            )
+    return TensorV(idx.shape, t.dtype, t.lib)
+
+
 def unbind(cx: Ctx, t: TensorV, dim: Any) -> Any:
     """`t.unbind(dim)`: a tuple of one tensor per index along `dim`."""
     d_lit = int_lit(dim if dim is not None else IntV(const(0)))
