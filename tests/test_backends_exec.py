@@ -348,6 +348,35 @@ def test_msl_threadsanitizer_catches_each_removed_matmul_barrier(
         run_msl_manifest(manifest, tmp_path, inputs, dims, sanitize="thread")
 
 
+@pytest.mark.parametrize("which", [0, 1], ids=["after-store", "after-reads"])
+def test_msl_threadsanitizer_catches_removed_simdgroup_barriers(tmp_path: Path, which: int) -> None:
+    """The matmul's simdgroup matrices reach the threads through threadgroup memory: a
+    `simdgroup_barrier` after each store (the others' elements are written) and after
+    each thread's reads (before the next store overwrites them). Drop either kind and the
+    emulation, whose threads compute elements they do not read back, races."""
+    require_tool("clang++")
+    require_tool("tsan")
+    from harness.msl_runner import MslRunError, run_msl_manifest
+
+    folder = _compiled("batched", "bmm")
+    manifest = _manifest(folder, "msl", "bmm")
+    barrier = "simdgroup_barrier(mem_flags::mem_threadgroup);"
+    for file in (folder / "msl").glob("*.metal"):
+        text = file.read_text()
+        if file.name.endswith("_matmul.metal"):
+            assert text.count(barrier) == 64  # 32 matrices, two barriers each
+            parts = text.split(barrier)
+            text = parts[0] + "".join(
+                (barrier if (k % 2) != which else "") + part for k, part in enumerate(parts[1:])
+            )
+            assert text.count(barrier) == 32
+        (tmp_path / file.name).write_text(text)
+    dims = choose_dims(manifest, [2, 131, 9, 131])
+    inputs = random_inputs(manifest, dims, seed=1)
+    with pytest.raises(MslRunError, match="ThreadSanitizer: data race"):
+        run_msl_manifest(manifest, tmp_path, inputs, dims, sanitize="thread")
+
+
 def test_msl_threadsanitizer_catches_a_removed_barrier(tmp_path: Path) -> None:
     """The TSan run is not vacuous: drop the first barrier of the generated reduction."""
     require_tool("clang++")

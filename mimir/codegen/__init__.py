@@ -26,7 +26,13 @@ from typing import Any
 
 from mimir.codegen.backends import BACKENDS
 from mimir.codegen.backends.base import Backend
-from mimir.codegen.ir import Kernel, MmaSync, legalise, walk_statements
+from mimir.codegen.ir import (
+    Kernel,
+    MmaSync,
+    SimdgroupMultiplyAccumulate,
+    legalise,
+    walk_statements,
+)
 from mimir.codegen.kernels import build
 from mimir.codegen.kernels.index_level import build_index_level
 from mimir.codegen.manifest import build_manifest, dumps
@@ -185,8 +191,16 @@ def _compile_kernel(
 
 # The IR kernels of one kind of target (`_Builds.get`): the schedule, which of its launches
 # each kernel runs side by side, and the kernels legalised: for targets with warp
-# functions, without (WGSL, SPIR-V), and PTX's with tensor cores.
-Built = tuple[Schedule, list[list[int]], list[Kernel], list[Kernel], list[Kernel]]
+# functions, without (WGSL, SPIR-V), and those built for a backend's matrix units (by name).
+Built = tuple[Schedule, list[list[int]], list[Kernel], list[Kernel], dict[str, list[Kernel]]]
+
+
+# The backends whose matmul launches are built again for their matrix units: the
+# `build` flags, and the statement that shows a launch multiplies there.
+_MATRIX_UNITS = (
+    ("ptx", {"tensor_cores": True}, MmaSync),
+    ("msl", {"simdgroup_matrices": True}, SimdgroupMultiplyAccumulate),
+)
 
 
 class _Builds:
@@ -200,8 +214,6 @@ class _Builds:
     def __init__(self, kernel: Any, names: list[str], diagnostics: list[Diagnostic]) -> None:
         self.kernel, self.names, self.diagnostics = kernel, names, diagnostics
         self.index_level = kernel.graph.kernel.grid is not None
-        # PTX builds its matmul launches again, for tensor cores (`kernels.matmul.mma_kind`)
-        self.tensor_cores = "ptx" in names
         self.built: dict[tuple[str | None, bool], Built | None] = {}
 
     def kind(self, backend: type[Backend]) -> tuple[str | None, bool]:
@@ -217,7 +229,7 @@ class _Builds:
         self.built[handoff, views] = None
         name, span = self.kernel.graph.name, self.kernel.graph.kernel.span
         try:
-            s, parts, irs, tc_irs = self.launches(handoff, views)
+            s, parts, irs, own = self.launches(handoff, views)
         except RefusalError as err:
             message = f"cannot compile `{name}` for {', '.join(self.names)}: {err.message}"
             self.diagnostics.append(Diagnostic(err.code, message, err.span or span, function=name))
@@ -230,19 +242,20 @@ class _Builds:
             if any(not BACKENDS[n].warp_functions for n in self.names)
             else native
         )
-        tc_native = [contract(legalise(ir)) for ir in tc_irs] if tc_irs is not irs else native
-        self.built[handoff, views] = (s, parts, native, fallback, tc_native)
+        own_native = {b: [contract(legalise(ir)) for ir in v] for b, v in own.items()}
+        self.built[handoff, views] = (s, parts, native, fallback, own_native)
         return self.built[handoff, views]
 
     def launches(
         self, handoff: str | None, views: bool
-    ) -> tuple[Schedule, list[list[int]], list[Kernel], list[Kernel]]:
-        """The schedule, which launches run side by side, the IR of its launches, and
-        PTX's with tensor cores (the same list where there are none)."""
+    ) -> tuple[Schedule, list[list[int]], list[Kernel], dict[str, list[Kernel]]]:
+        """The schedule, which launches run side by side, the IR of its launches, and the
+        launches built again for a backend's matrix units where they multiply there:
+        PTX's tensor cores, MSL's simdgroup matrices (by backend name)."""
         kernel = self.kernel
         if self.index_level:
             s, irs = build_index_level(kernel)
-            return s, [[k] for k in range(len(irs))], irs, irs
+            return s, [[k] for k in range(len(irs))], irs, {}
         one, tagged = handoff is not None, handoff == "tagged"
         s = schedule(kernel, one_launch=one, vector_views=views, tagged=tagged)
         irs = [build(s, k) for k in range(len(s.plans))]
@@ -259,21 +272,24 @@ class _Builds:
             s = replace(s, plans=launch_order.reorder(s.plans, order))
             irs = launch_order.reorder(irs, order)
         # PTX's own build: its matmuls on tensor cores (`mma.sync`: float16 and bfloat16
-        # operands, float32 ones under `precision="tf32"`), where any multiplies there
-        tc_irs = irs
-        if self.tensor_cores and any(isinstance(p, Matmul) for p in s.plans):
-            tc_irs = [build(s, k, True) for k in range(len(s.plans))]
-            if not any(isinstance(st, MmaSync) for ir in tc_irs for st in walk_statements(ir.body)):
-                tc_irs = irs
+        # operands, float32 ones under `precision="tf32"`); MSL's: float32 accumulations on
+        # simdgroup matrices. Each where any multiplies there.
+        own: dict[str, list[Kernel]] = {}
+        if any(isinstance(p, Matmul) for p in s.plans):
+            for name, flags, unit in _MATRIX_UNITS:
+                if name not in self.names:
+                    continue
+                built = [build(s, k, **flags) for k in range(len(s.plans))]
+                if any(isinstance(st, unit) for ir in built for st in walk_statements(ir.body)):
+                    own[name] = built
         parts = [[k] for k in range(len(irs))]
         if len(irs) > 1:
             # independent launches side by side in one (`side_by_side`)
-            variants = [irs, tc_irs, [to_workgroup_memory(ir) for ir in irs]]
+            variants = [irs, *own.values(), [to_workgroup_memory(ir) for ir in irs]]
             parts = side_by_side.groups(variants, side_by_side.limits(BACKENDS.values()))
-            fused = side_by_side.fuse(s, irs, parts)
-            tc_irs = side_by_side.fuse(s, tc_irs, parts) if tc_irs is not irs else fused
-            irs = fused
-        return s, parts, irs, tc_irs
+            irs = side_by_side.fuse(s, irs, parts)
+            own = {name: side_by_side.fuse(s, v, parts) for name, v in own.items()}
+        return s, parts, irs, own
 
 
 def _backend_files(
@@ -292,8 +308,8 @@ def _backend_files(
         got = builds.get(f, v)
         if got is None:
             break
-        s, parts, native, fallback, tc_native = got
-        own = tc_native if backend_name == "ptx" else native
+        s, parts, native, fallback, own_native = got
+        own = own_native.get(backend_name, native)
         irs = own if backend.warp_functions else fallback
         refused = next(
             ((k, why) for k, ir in enumerate(irs) if (why := backend.check(ir)) is not None),

@@ -430,6 +430,54 @@ class MmaSync(Stmt):
     kind: str = "tf32"
 
 
+SIMDGROUP_MATRIX = "m8x8"  # the type of an 8 x 8 f32 simdgroup matrix (MSL)
+
+
+@dataclass
+class SimdgroupLoad(Stmt):
+    """`var` (an 8 x 8 f32 simdgroup matrix, type `SIMDGROUP_MATRIX`) = the matrix whose
+    row r, column c is the shared array's `array[index + r * stride + c]`, or with
+    `transpose` `array[index + c * stride + r]`: MSL's `simdgroup_load`, which every thread
+    of the simdgroup executes together (uniform control flow, like `Barrier`). Which thread
+    holds which elements is the device's own; only `SimdgroupStore` reads them back.
+    Only the MSL backend prints it (`mimir.codegen.kernels.matmul`)."""
+
+    var: Var
+    array: str
+    index: Expr
+    stride: int
+    transpose: bool = False
+
+
+@dataclass
+class SimdgroupMultiplyAccumulate(Stmt):
+    """`acc = a b + acc` on 8 x 8 f32 simdgroup matrices (MSL's
+    `simdgroup_multiply_accumulate`), simdgroup-collective as `SimdgroupLoad`; how the
+    device orders and rounds the 8 products of an element is its own."""
+
+    acc: Var
+    a: Var
+    b: Var
+
+
+@dataclass
+class SimdgroupStore(Stmt):
+    """The simdgroup matrix `var` written to the shared array: row r, column c at
+    `array[index + r * stride + c]` (MSL's `simdgroup_store`), simdgroup-collective. Another
+    thread of the simdgroup reads an element only after a `SimdgroupBarrier`."""
+
+    var: Var
+    array: str
+    index: Expr
+    stride: int
+
+
+@dataclass
+class SimdgroupBarrier(Stmt):
+    """Every thread of the simdgroup waits here, and its threadgroup-memory writes before
+    are seen by the others after (`simdgroup_barrier(mem_flags::mem_threadgroup)`)."""
+
+
 # ---------------------------------------------------------------- functions and kernels
 
 
@@ -580,6 +628,12 @@ def statement_expressions(s: Stmt) -> list[Expr]:
         return [s.low, s.high]
     if isinstance(s, MmaSync):
         return [*s.acc, *s.a, *s.b]
+    if isinstance(s, SimdgroupLoad):
+        return [s.var, s.index]
+    if isinstance(s, SimdgroupMultiplyAccumulate):
+        return [s.acc, s.a, s.b]
+    if isinstance(s, SimdgroupStore):
+        return [s.var, s.index]
     return []
 
 
@@ -825,6 +879,8 @@ def map_statement(s: Stmt, f: Any) -> Stmt:
         return PackHalves(s.var, f(s.low), f(s.high), s.kind)
     if isinstance(s, MmaSync):
         return MmaSync(s.acc, tuple(f(a) for a in s.a), tuple(f(b) for b in s.b), s.kind)
+    if isinstance(s, (SimdgroupLoad, SimdgroupStore)):
+        return replace(s, index=f(s.index))
     return s
 
 

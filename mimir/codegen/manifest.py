@@ -15,7 +15,15 @@ from typing import Any
 
 from mimir.codegen import sizes as sz
 from mimir.codegen.backends.base import Printed
-from mimir.codegen.ir import Fence, Kernel, MmaSync, WarpReduce, all_expressions, walk_statements
+from mimir.codegen.ir import (
+    Fence,
+    Kernel,
+    MmaSync,
+    SimdgroupMultiplyAccumulate,
+    WarpReduce,
+    all_expressions,
+    walk_statements,
+)
 from mimir.codegen.schedule import BufferSpec, Schedule
 from mimir.codegen.schedule.limits import kernel_solves
 from mimir.dims import Size
@@ -171,7 +179,9 @@ def _requires(kernel: Kernel, backend: str) -> dict[str, Any]:
     nothing. `simdgroup-32`: the MSL kernel's simdgroup reductions (`simd_sum`...) combine
     32 threads, so the pipeline's `threadExecutionWidth` must be 32, as on every Apple GPU.
     `msl-3.2`: the MSL kernel calls `atomic_thread_fence` (a one-launch reduction's
-    handoff between threadgroups), which Metal 3.2 introduced. (PTX warps are 32 threads
+    handoff between threadgroups), which Metal 3.2 introduced. `simdgroup-matrix`: the
+    MSL kernel multiplies on 8 x 8 simdgroup matrices (`simdgroup_multiply_accumulate`,
+    Metal 2.3 on an Apple7 GPU or later: A14, M1). (PTX warps are 32 threads
     on every NVIDIA GPU and `.target sm_70` has `fence.acq_rel.gpu`; SPIR-V's
     `OpMemoryBarrier` and atomics are core Vulkan 1.1; WGSL reduces in workgroup memory
     and hands off through core atomics: none needs anything.)"""
@@ -182,6 +192,8 @@ def _requires(kernel: Kernel, backend: str) -> dict[str, Any]:
         needs.append("simdgroup-32")
     if any(isinstance(st, Fence) for st in walk_statements(kernel.body)):
         needs.append("msl-3.2")
+    if any(isinstance(st, SimdgroupMultiplyAccumulate) for st in walk_statements(kernel.body)):
+        needs.append("simdgroup-matrix")
     return {"requires": needs} if needs else {}
 
 

@@ -195,8 +195,9 @@ def uses_group_memory(source: str) -> bool:
 
 
 def uses_simd(source: str) -> bool:
-    """Whether the kernel calls a simdgroup function (its threads then run grouped too)."""
-    return bool(re.search(r"\bsimd_\w+\s*\(", source))
+    """Whether the kernel calls a simdgroup function (`simd_sum`...) or uses simdgroup
+    matrices or barriers (`simdgroup_load`...): its threads then run grouped too."""
+    return bool(re.search(r"\bsimd(?:group)?_\w+\s*\(", source))
 
 
 _LAUNCH = """

@@ -30,6 +30,7 @@ from mimir.codegen.backends.base import (
     vector_index,
 )
 from mimir.codegen.ir import (
+    SIMDGROUP_MATRIX,
     WARP,
     AtomicAdd,
     Const,
@@ -39,6 +40,11 @@ from mimir.codegen.ir import (
     GlobalVectorStore,
     Helper,
     Kernel,
+    SimdgroupBarrier,
+    SimdgroupLoad,
+    SimdgroupMultiplyAccumulate,
+    SimdgroupStore,
+    Stmt,
     WarpReduce,
     all_expressions,
     walk_statements,
@@ -61,9 +67,18 @@ atomic_uint atomic_bool atomic_float texture1d texture2d texture3d texturecube s
 mem_flags as_type select exp log sqrt rsqrt tanh floor abs fabs pow min max fmin fmax clamp
 isnan isinf INFINITY NAN MAXFLOAT threadgroup_barrier simdgroup_barrier fast precise std
 simd_sum simd_max simd_min simd_any simd_all simd_shuffle simd_shuffle_xor simd_broadcast
+simdgroup_float8x8 simdgroup_half8x8 simdgroup_matrix make_filled_simdgroup_matrix simdgroup_load
+simdgroup_store simdgroup_multiply_accumulate ulong ulong2
 assert vec array"""
 
-_TYPES = {"bool": "bool", "i32": "int", "u32": "uint", "f32": "float", "f16": "half"}
+_TYPES = {
+    "bool": "bool",
+    "i32": "int",
+    "u32": "uint",
+    "f32": "float",
+    "f16": "half",
+    SIMDGROUP_MATRIX: "simdgroup_float8x8",
+}
 _ATOMIC_TYPES = {"i32": "atomic_int", "u32": "atomic_uint", "f32": "atomic_float"}
 _NONFINITE = {math.inf: "0x7f800000u", -math.inf: "0xff800000u"}
 
@@ -130,8 +145,29 @@ class MSL(Backend):
             return f"(simd_any({nan}) ? as_type<float>(0x7fc00000u) : {fn}({x}))"
         return f"{fn}({x})"
 
+    def stmt(self, s: Stmt, indent: int) -> list[str]:
+        """The simdgroup matrix statements (`SimdgroupLoad`...), then the shared ones."""
+        pad = "    " * indent
+        if isinstance(s, SimdgroupLoad):
+            at = f"&{self.names(s.array)}[{self.expr(s.index)}]"
+            flip = "true" if s.transpose else "false"
+            var = self.names(s.var.name)
+            return [f"{pad}simdgroup_load({var}, {at}, {s.stride}, ulong2(0, 0), {flip});"]
+        if isinstance(s, SimdgroupMultiplyAccumulate):
+            acc, a, b = (self.names(v.name) for v in (s.acc, s.a, s.b))
+            return [f"{pad}simdgroup_multiply_accumulate({acc}, {a}, {b}, {acc});"]
+        if isinstance(s, SimdgroupStore):
+            at = f"&{self.names(s.array)}[{self.expr(s.index)}]"
+            return [f"{pad}simdgroup_store({self.names(s.var.name)}, {at}, {s.stride});"]
+        if isinstance(s, SimdgroupBarrier):
+            return [f"{pad}simdgroup_barrier(mem_flags::mem_threadgroup);"]
+        return super().stmt(s, indent)
+
     def literal(self, c: Const) -> tuple[str, int]:
         v, t = c.value, c.type
+        if t == SIMDGROUP_MATRIX:  # every element `v`
+            fill = shortest_float(float(v)) + "f"
+            return f"make_filled_simdgroup_matrix<float, 8, 8>({fill})", ATOM
         if t == "bool":
             return ("true" if v else "false"), ATOM
         if t == "u32":
@@ -255,7 +291,12 @@ class MSL(Backend):
 
     def file(self, kernel: Kernel, entry: str, header: str) -> str:
         lines = [f"// {line}" for line in header.splitlines()]
-        lines += ["#include <metal_stdlib>", "using namespace metal;", ""]
+        lines += ["#include <metal_stdlib>"]
+        if any(
+            isinstance(st, (SimdgroupLoad, SimdgroupStore)) for st in walk_statements(kernel.body)
+        ):
+            lines.append("#include <metal_simdgroup_matrix>")
+        lines += ["using namespace metal;", ""]
         if kernel.uses_uniform:
             lines.append(f"struct {self.names('$Uniforms')} {{")
             for f, t in kernel.uniform_fields:

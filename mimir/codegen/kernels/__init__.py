@@ -91,11 +91,14 @@ BUILDERS: dict[PlanKind, Builder] = {
 }
 
 
-def build(s: Schedule, index: int, tensor_cores: bool = False) -> Kernel:
+def build(
+    s: Schedule, index: int, tensor_cores: bool = False, simdgroup_matrices: bool = False
+) -> Kernel:
     """The IR kernel for launch `index` of schedule `s`; with `tensor_cores` (a PTX build) a
-    matmul multiplies with `MmaSync` where `matmul.mma_kind` says."""
+    matmul multiplies with `MmaSync` where `matmul.mma_kind` says, with `simdgroup_matrices`
+    (an MSL build) on simdgroup matrices."""
     plan = s.plans[index]
-    c = KernelContext(s, plan, tensor_cores)
+    c = KernelContext(s, plan, tensor_cores, simdgroup_matrices)
     workgroup_size, dispatch = BUILDERS[plan.kind](c)
     body = drop_unread_lets(c.body.root)
     shared_names = {a.name for a in c.shared}

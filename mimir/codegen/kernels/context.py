@@ -35,12 +35,16 @@ class KernelContext:
 
     `tensor_cores`: a PTX build, whose matmul launches multiply with `MmaSync` where
     `matmul.mma_kind` says (float16 and bfloat16 operands; float32 ones of an
-    `@gpu(precision="tf32")` function)."""
+    `@gpu(precision="tf32")` function). `simdgroup_matrices`: an MSL build, whose matmul
+    launches accumulate in float32 on 8 x 8 simdgroup matrices (`matmul._SimdgroupWarp`)."""
 
-    def __init__(self, s: Schedule, plan: Plan, tensor_cores: bool = False) -> None:
+    def __init__(
+        self, s: Schedule, plan: Plan, tensor_cores: bool = False, simdgroup_matrices: bool = False
+    ) -> None:
         self.s = s
         self.plan = plan
         self.tensor_cores = tensor_cores
+        self.simdgroup_matrices = simdgroup_matrices
         self.body = Body()
         # A parameter's value is always its buffer (`p = g` for an `InOut` p stores g's).
         written = (
@@ -69,7 +73,7 @@ class KernelContext:
     def restart(self) -> None:
         """Forget everything built so far: a builder that tried one layout and gave up
         (`vectorized.elementwise`) starts the next from an empty body."""
-        self.__init__(self.s, self.plan, self.tensor_cores)  # type: ignore[misc]
+        self.__init__(self.s, self.plan, self.tensor_cores, self.simdgroup_matrices)  # type: ignore[misc]
 
     def multiple(self, size: Any, of: int, guard: str) -> bool:
         """Whether `size` is proven a multiple of `of`; if so, `guard` is recorded as

@@ -19,11 +19,13 @@ from mimir.codegen.builder import Idx, ibin, size_ir, u32
 from mimir.codegen.ir import (
     MMA_HALF_SHAPE,
     MMA_SHAPE,
+    SIMDGROUP_MATRIX,
     WARP,
     Assign,
     Barrier,
     Binary,
     Builtin,
+    Const,
     CopyAsync,
     Expr,
     If,
@@ -33,6 +35,10 @@ from mimir.codegen.ir import (
     PackHalves,
     SharedArray,
     SharedVectorLoad,
+    SimdgroupBarrier,
+    SimdgroupLoad,
+    SimdgroupMultiplyAccumulate,
+    SimdgroupStore,
     Store,
     Var,
     WaitAsync,
@@ -159,11 +165,18 @@ class _Tile:
         self.mma = _MmaWarp(c, t, row0, col0, kind) if kind is not None else None
         if self.mma is not None:
             self.rows, self.cols = self.mma.rows, self.mma.cols
+        # an MSL build: f32 products on simdgroup matrices
+        simd = kind is None and c.simdgroup_matrices and acc_t == "f32"
+        self.simd = _SimdgroupWarp(c, t, row0, col0) if simd else None
+        if self.simd is not None:
+            self.rows, self.cols = self.simd.rows, self.simd.cols
 
     def zeros(self) -> list[list[Var]]:
         """A thread's accumulators of one product, zero."""
         if self.mma is not None:
             return self.mma.zeros()
+        if self.simd is not None:
+            return self.simd.zeros()
         acc_t, body = self.acc_t, self.body
         return [[body.var(lw.const(0, acc_t), "acc") for _ in range(REG)] for _ in range(REG)]
 
@@ -259,13 +272,18 @@ class _Tile:
 
     def _product(self, right: int, accs: list[list[Var]]) -> None:
         body = self.body
+        # on simdgroup matrices the k loop accumulates into matrices, which then reach
+        # this thread's `accs` through workgroup memory (`_SimdgroupWarp.spill`)
+        matrices = self.simd.matrices() if self.simd is not None else None
         self.stage(u32(0), u32(0), right)
         body.emit(WaitAsync())
         body.emit(Barrier())
         a_row = body.let(ibin("*", self.ly, u32(VEC)), "ly")
         b_col = body.let(ibin("*", self.lx, u32(VEC)), "lx")
         with body.for_("k0_", u32(0), self.k_ir, u32(self.sk)) as k0:
-            self.slices(k0, accs, right, a_row, b_col)
+            self.slices(k0, accs if matrices is None else matrices, right, a_row, b_col)
+        if self.simd is not None and matrices is not None:
+            self.simd.spill(matrices, accs)
 
     def slices(self, k0: Expr, accs: list[list[Var]], right: int, a_row: Expr, b_col: Expr) -> None:
         """One k-slice: the next staged into the other buffers while this one multiplies."""
@@ -287,6 +305,8 @@ class _Tile:
             self.mma.slice_halves(cur, accs)
         elif self.mma is not None:
             self.mma.slice(cur, accs)
+        elif self.simd is not None:
+            self.simd.slice(cur, accs)
         else:
             self.multiply(cur, accs, a_row, b_col)
         body.emit(WaitAsync())
@@ -636,3 +656,94 @@ class _MmaWarp:
             for j, b in enumerate(b_frags):
                 acc = tuple(accs[2 * i + h][2 * j + e] for h in range(2) for e in range(2))
                 body.emit(MmaSync(acc, a, b, self.kind))
+
+
+# the workgroup array each simdgroup's matrices pass through to its threads (64 floats each)
+_SPILL = "$spill"
+
+
+SIMDS_M, SIMDS_N = 8, 4  # 8 x 8 matrices of a simdgroup's 64 x 32 block
+
+
+WG_SIMDGROUPS = TILE * TILE // WARP  # the 8 simdgroups of a matmul workgroup
+
+
+class _SimdgroupWarp:
+    """The simdgroup-matrix products of a `matmul` launch (MSL): simdgroup `w = t / 32`
+    owns rows `64 (w / 4)` .. `+ 64` and columns `32 (w % 4)` .. `+ 32` of the 128 x 128
+    tile, 8 x 4 matrices of 8 x 8 (`SimdgroupMultiplyAccumulate`); at each staged k-slice
+    (8 deep) it loads 8 left fragments from the k-major left tile (transposed: `a_tile[k *
+    128 + m]` is row m, column k) and 4 right ones from the right tile as it is.
+
+    How a simdgroup matrix's elements sit in its threads is the device's own, so after the
+    k loop each matrix is stored to the simdgroup's 64 floats of workgroup memory and read
+    back as the epilogue wants it: lane `l`, `(g, q) = (l / 4, l % 4)`, holds rows `8 i +
+    g` and columns `8 j + 2 q + e` (i < 8, j < 4, e < 2) of the simdgroup's block, the
+    layout of `_MmaWarp`."""
+
+    def __init__(self, c: KernelContext, t: Expr, row0: Expr, col0: Expr) -> None:
+        body = c.body
+        self.body = body
+        warp = body.let(ibin("/", t, u32(WARP)), "warp")
+        lane = body.let(ibin("%", t, u32(WARP)), "lane")
+        g = body.let(ibin("/", lane, u32(4)), "g")
+        q = body.let(ibin("%", lane, u32(4)), "q")
+        self.wm = body.let(ibin("*", ibin("/", warp, u32(WARPS_N)), u32(BLOCK // WARPS_M)), "wm")
+        self.wn = body.let(ibin("*", ibin("%", warp, u32(WARPS_N)), u32(BLOCK // WARPS_N)), "wn")
+        c.shared.append(SharedArray(_SPILL, "f32", 64 * WG_SIMDGROUPS))
+        self.spill_at = body.let(ibin("*", warp, u32(64)), "sp")
+        self.lane_at = body.let(
+            ibin("+", self.spill_at, ibin("+", ibin("*", g, u32(8)), ibin("*", q, u32(2)))), "sl"
+        )
+        row = ibin("+", row0, ibin("+", self.wm, g))
+        col = ibin("+", col0, ibin("+", self.wn, ibin("*", q, u32(2))))
+        self.rows = [body.let(ibin("+", row, u32(8 * i)), "row") for i in range(SIMDS_M)]
+        self.cols = [
+            body.let(ibin("+", col, u32(8 * j + e)), "col")
+            for j in range(SIMDS_N)
+            for e in range(2)
+        ]
+
+    def zeros(self) -> list[list[Var]]:
+        """A thread's accumulators of one product as the epilogue reads them, zero: grid
+        [i][2 j + e] is row `8 i + g`, column `8 j + 2 q + e`."""
+        return [
+            [self.body.var(lw.const(0, "f32"), "acc") for _ in range(2 * SIMDS_N)]
+            for _ in range(SIMDS_M)
+        ]
+
+    def matrices(self) -> list[list[Var]]:
+        """The simdgroup's accumulator matrices, zero, and its fragments (`slice`)."""
+        zero = Const(0.0, SIMDGROUP_MATRIX)
+        body = self.body
+        self.left = [body.var(zero, "fa") for _ in range(SIMDS_M)]
+        self.right = [body.var(zero, "fb") for _ in range(SIMDS_N)]
+        return [[body.var(zero, "sm") for _ in range(SIMDS_N)] for _ in range(SIMDS_M)]
+
+    def slice(self, cur: Expr, matrices: list[list[Var]]) -> None:
+        """The products of the k-slice in the buffers at offset `cur`."""
+        body = self.body
+        a_at = body.let(ibin("+", cur, self.wm), "ra")
+        b_at = body.let(ibin("+", cur, self.wn), "rb")
+        for kk in range(0, SLICE, 8):
+            for i, a in enumerate(self.left):
+                at = ibin("+", a_at, u32(kk * BLOCK + 8 * i))
+                body.emit(SimdgroupLoad(a, _A, at, BLOCK, transpose=True))
+            for j, b in enumerate(self.right):
+                at = ibin("+", b_at, u32(kk * BLOCK + 8 * j))
+                body.emit(SimdgroupLoad(b, _B, at, BLOCK))
+            for i, a in enumerate(self.left):
+                for j, b in enumerate(self.right):
+                    body.emit(SimdgroupMultiplyAccumulate(matrices[i][j], a, b))
+
+    def spill(self, matrices: list[list[Var]], accs: list[list[Var]]) -> None:
+        """Each matrix through the simdgroup's 64 floats into this thread's `accs`."""
+        body = self.body
+        for i in range(SIMDS_M):
+            for j in range(SIMDS_N):
+                body.emit(SimdgroupStore(matrices[i][j], _SPILL, self.spill_at, 8))
+                body.emit(SimdgroupBarrier())
+                for e in range(2):
+                    value = Load(_SPILL, ibin("+", self.lane_at, u32(e)), "f32")
+                    body.emit(Assign(accs[i][2 * j + e], body.let(value, "v")))
+                body.emit(SimdgroupBarrier())  # all read before the next matrix is stored
