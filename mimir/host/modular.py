@@ -78,6 +78,8 @@ class Modular:
         self.overrides: dict[int, dict[str, Any]] = {}  # function -> parameters given to a probe
         self.last_params: dict[str, Any] = {}  # what the last standalone run bound
         self.captured: list[tuple[Any, ast.AST]] | None = None  # a probe's findings
+        self.none_tests = 0  # `x is None` tests of a value that may be None, so far
+        self.optional_losses = 0  # branches on such tests whose join lost a tensor's shape
         self._imported_config: Any = False  # not looked for yet
         self.recording: tuple[int, list[ObjectV]] | None = None  # class -> what builders made
         self._also: dict[int, list[tuple[ObjectV, tuple[Label, ...], Path]]] = {}
@@ -130,10 +132,27 @@ class Modular:
     ) -> None:
         if self.steps > self.budget:
             return
+        attrs = dict(owner.attrs) if isinstance(owner, ObjectV) else None
+        losses = self.optional_losses
         self.path = start if start is not None else Path()
         self.stated = stated
         try:
             self.call_function(FuncV(fn, owner), None, None, {}, standalone=True)
+            optional = [p for p, v in self.last_params.items() if isinstance(v, OptionalV)]
+            if optional and self.optional_losses > losses and self.steps <= self.budget:
+                # a branch on `x is None` lost a shape where its paths met: the call that
+                # leaves every optional parameter None is a path of its own, run alone so
+                # what it knows past that branch is checked too
+                if attrs is not None:
+                    owner.attrs = dict(attrs)
+                self.path = start if start is not None else Path()
+                self.overrides[id(fn)] = {p: NoneV() for p in optional}
+                params = self.last_params
+                try:
+                    self.call_function(FuncV(fn, owner), None, None, {}, standalone=True)
+                finally:
+                    self.overrides.pop(id(fn), None)
+                    self.last_params = params  # what `probe_ranks` reads is the first run's
         finally:
             self.path = Path()
             self.stated = ()
