@@ -1093,6 +1093,8 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
         if frame.paths:
             self.path = self.join_paths(frame.paths)
         result = frame.returns[0] if frame.returns else UNKNOWN  # every path raised
+        if standalone:
+            self.last_raised = not frame.returns
         for r in frame.returns[1:]:
             result = join(result, r)
         if memo is not None:

@@ -80,6 +80,7 @@ class Modular:
         self.captured: list[tuple[Any, ast.AST]] | None = None  # a probe's findings
         self.none_tests = 0  # `x is None` tests of a value that may be None, so far
         self.optional_losses = 0  # branches on such tests whose join lost a tensor's shape
+        self.last_raised = False  # every path of the last standalone run raised
         self._imported_config: Any = False  # not looked for yet
         self.recording: tuple[int, list[ObjectV]] | None = None  # class -> what builders made
         self._also: dict[int, list[tuple[ObjectV, tuple[Label, ...], Path]]] = {}
@@ -143,16 +144,21 @@ class Modular:
                 # a branch on `x is None` lost a shape where its paths met: the call that
                 # leaves every optional parameter None is a path of its own, run alone so
                 # what it knows past that branch is checked too
-                if attrs is not None:
-                    owner.attrs = dict(attrs)
-                self.path = start if start is not None else Path()
-                self.overrides[id(fn)] = {p: NoneV() for p in optional}
                 params = self.last_params
-                try:
-                    self.call_function(FuncV(fn, owner), None, None, {}, standalone=True)
-                finally:
-                    self.overrides.pop(id(fn), None)
-                    self.last_params = params  # what `probe_ranks` reads is the first run's
+                # when that call always raises (`input_ids` or `inputs_embeds` is needed),
+                # the call that gives the first of them instead
+                for given in (optional[:0], optional[:1]):
+                    if given and (len(optional) < 2 or not self.last_raised):
+                        break
+                    if attrs is not None:
+                        owner.attrs = dict(attrs)
+                    self.path = start if start is not None else Path()
+                    self.overrides[id(fn)] = {p: NoneV() for p in optional if p not in given}
+                    try:
+                        self.call_function(FuncV(fn, owner), None, None, {}, standalone=True)
+                    finally:
+                        self.overrides.pop(id(fn), None)
+                self.last_params = params  # what `probe_ranks` reads is the first run's
         finally:
             self.path = Path()
             self.stated = ()

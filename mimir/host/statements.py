@@ -344,7 +344,9 @@ class Statements:
     def if_(self, stmt: ast.If, env: dict, frame: Frame | None) -> None:
         tests_before = self.none_tests
         test = self.expr(stmt.test, env)
-        tests_none = self.none_tests > tests_before
+        # `if x is not None:` alone; `if self.use_global and x is not None:` says that x
+        # may be None only in some configurations, so its None path need not be one
+        tests_none = self.none_tests > tests_before and _none_test(stmt.test)
         truth = truth_of(test)
         term = test.term if isinstance(test, BoolV) and not test.loose else None
         if truth is None and term is not None:
@@ -474,6 +476,17 @@ class Statements:
         self.path = self.join_paths(live) if live else entry_path
         replace_env(env, join_envs(paths))
         self.block(stmt.finalbody, env, frame)
+
+
+def _none_test(test: ast.expr) -> bool:
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    )
 
 
 def _shape_lost(paths: list[dict], joined: dict) -> bool:
