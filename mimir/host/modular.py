@@ -8,7 +8,9 @@ its parameters bound by `param_value`:
   (checked for every size it admits), `torch.Tensor` (any shape), `int` (a free size);
 - a tensor parameter nobody annotated has an unknown rank and free sizes, refined by
   what the code demands of it (`mimir.host.symbolic`);
-- `x=None` or `Optional[...]` may be None: `if x is not None` checks both branches;
+- `x=None` or `Optional[...]` may be None: `if x is not None` checks both branches, and
+  where their join loses a tensor's shape the call leaving every such parameter None
+  (or, when that always raises, giving the first of them) is run again on its own;
 - a class is built once, by its `__init__`, from the configuration the project states:
   a dataclass's defaults (a parameter annotated with it, or named `config` when one
   dataclass in the module has every field it reads), a literal default; an argument
