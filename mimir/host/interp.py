@@ -692,6 +692,8 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             return UNKNOWN  # a test of what the interpreter lost stays opaque (see `if_`)
         if isinstance(op, (ast.Is, ast.IsNot)):
             raw = self._raw(node.left, env)
+            if isinstance(raw, OptionalV):
+                self.none_tests += 1
             if isinstance(raw, OptionalV) or (isinstance(raw, IntV) and raw.loose):
                 return BoolV(None)
             result = is_none(left, right)
@@ -1091,6 +1093,8 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
         if frame.paths:
             self.path = self.join_paths(frame.paths)
         result = frame.returns[0] if frame.returns else UNKNOWN  # every path raised
+        if standalone:
+            self.last_raised = not frame.returns
         for r in frame.returns[1:]:
             result = join(result, r)
         if memo is not None:

@@ -8,7 +8,9 @@ its parameters bound by `param_value`:
   (checked for every size it admits), `torch.Tensor` (any shape), `int` (a free size);
 - a tensor parameter nobody annotated has an unknown rank and free sizes, refined by
   what the code demands of it (`mimir.host.symbolic`);
-- `x=None` or `Optional[...]` may be None: `if x is not None` checks both branches;
+- `x=None` or `Optional[...]` may be None: `if x is not None` checks both branches, and
+  where their join loses a tensor's shape the call leaving every such parameter None
+  (or, when that always raises, giving the first of them) is run again on its own;
 - a class is built once, by its `__init__`, from the configuration the project states:
   a dataclass's defaults (a parameter annotated with it, or named `config` when one
   dataclass in the module has every field it reads), a literal default; an argument
@@ -78,6 +80,9 @@ class Modular:
         self.overrides: dict[int, dict[str, Any]] = {}  # function -> parameters given to a probe
         self.last_params: dict[str, Any] = {}  # what the last standalone run bound
         self.captured: list[tuple[Any, ast.AST]] | None = None  # a probe's findings
+        self.none_tests = 0  # `x is None` tests of a value that may be None, so far
+        self.optional_losses = 0  # branches on such tests whose join lost a tensor's shape
+        self.last_raised = False  # every path of the last standalone run raised
         self._imported_config: Any = False  # not looked for yet
         self.recording: tuple[int, list[ObjectV]] | None = None  # class -> what builders made
         self._also: dict[int, list[tuple[ObjectV, tuple[Label, ...], Path]]] = {}
@@ -130,10 +135,32 @@ class Modular:
     ) -> None:
         if self.steps > self.budget:
             return
+        attrs = dict(owner.attrs) if isinstance(owner, ObjectV) else None
+        losses = self.optional_losses
         self.path = start if start is not None else Path()
         self.stated = stated
         try:
             self.call_function(FuncV(fn, owner), None, None, {}, standalone=True)
+            optional = [p for p, v in self.last_params.items() if isinstance(v, OptionalV)]
+            if optional and self.optional_losses > losses and self.steps <= self.budget:
+                # a branch on `x is None` lost a shape where its paths met: the call that
+                # leaves every optional parameter None is a path of its own, run alone so
+                # what it knows past that branch is checked too
+                params = self.last_params
+                # when that call always raises (`input_ids` or `inputs_embeds` is needed),
+                # the call that gives the first of them instead
+                for given in (optional[:0], optional[:1]):
+                    if given and (len(optional) < 2 or not self.last_raised):
+                        break
+                    if attrs is not None:
+                        owner.attrs = dict(attrs)
+                    self.path = start if start is not None else Path()
+                    self.overrides[id(fn)] = {p: NoneV() for p in optional if p not in given}
+                    try:
+                        self.call_function(FuncV(fn, owner), None, None, {}, standalone=True)
+                    finally:
+                        self.overrides.pop(id(fn), None)
+                self.last_params = params  # what `probe_ranks` reads is the first run's
         finally:
             self.path = Path()
             self.stated = ()

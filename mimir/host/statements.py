@@ -342,7 +342,11 @@ class Statements:
                 base.attrs[target.attr] = value
 
     def if_(self, stmt: ast.If, env: dict, frame: Frame | None) -> None:
+        tests_before = self.none_tests
         test = self.expr(stmt.test, env)
+        # `if x is not None:` alone; `if self.use_global and x is not None:` says that x
+        # may be None only in some configurations, so its None path need not be one
+        tests_none = self.none_tests > tests_before and _none_test(stmt.test)
         truth = truth_of(test)
         term = test.term if isinstance(test, BoolV) and not test.loose else None
         if truth is None and term is not None:
@@ -384,7 +388,10 @@ class Statements:
         for i, o in enumerate(objects):
             o.attrs = join_envs([attrs[k][i] for k in live]) if live else before[i]
             o.attrs.pop(DEAD, None)
-        replace_env(env, join_envs(paths))
+        joined = join_envs(paths)
+        if tests_none and _shape_lost(paths, joined):
+            self.optional_losses += 1  # `Modular.check_def` runs the None path on its own
+        replace_env(env, joined)
 
     def loop(self, stmt: ast.For | ast.While, env: dict, frame: Frame | None) -> None:
         if isinstance(stmt, ast.For):
@@ -469,6 +476,31 @@ class Statements:
         self.path = self.join_paths(live) if live else entry_path
         replace_env(env, join_envs(paths))
         self.block(stmt.finalbody, env, frame)
+
+
+def _none_test(test: ast.expr) -> bool:
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    )
+
+
+def _shape_lost(paths: list[dict], joined: dict) -> bool:
+    """Whether a tensor whose shape one live path knew has no known shape after the join."""
+    for name, value in joined.items():
+        if isinstance(value, TensorV) and value.shape is not None:
+            continue
+        if any(
+            isinstance(p.get(name), TensorV) and p[name].shape is not None
+            for p in paths
+            if not p.get(DEAD)
+        ):
+            return True
+    return False
 
 
 def _objects(env: dict) -> list[ObjectV]:
