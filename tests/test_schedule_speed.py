@@ -1618,6 +1618,31 @@ def test_layout_ops_after_a_product_fold_into_its_store() -> None:
     assert all(b["role"] != "scratch" for b in manifest["buffers"])
 
 
+def test_matmul_backward_is_its_two_products_side_by_side_and_a_column_sum() -> None:
+    """llm.c's `matmul_backward` (dinp = dout @ w, dweight = dout.T @ inp, dbias =
+    dout.sum(axis=0)), with `@` or `einsum` (tests/kernels/cliffs.py): the two products
+    read each other's nothing, so they are one launch, each workgroup computing a tile
+    of one of them through the same workgroup arrays (`side_by_side._arrays`: two tiles'
+    16 KiB would not fit WebGPU's 16 KiB side by side otherwise), and the bias one
+    column launch: 2 launches, not 3."""
+    for function in ("matmul_backward", "matmul_backward_einsum"):
+        assert _kernel_files("cliffs", function) == ["matmul_matmul.ptx", "reduce.ptx"]
+        products = _compile("cliffs", function, "wgsl")[f"{function}_0_matmul_matmul.wgsl"]
+        arrays = re.findall(r"var<workgroup> \w+: array<f32, (\d+)>", products)
+        assert sum(4 * int(count) for count in arrays) == 16384, arrays
+
+
+def test_layer_norm_backward_is_a_row_launch_and_a_column_launch() -> None:
+    """llm.c's `layernorm_backward` (tests/kernels/cliffs.py, with per-row means by
+    subscript or `keepdims`): dinp is one `row` launch (its two row sums), dweight and
+    dbias one column launch that sums both. Fewer cannot be: the column sums need every
+    row's, so a launch that computes rows would hand its partials to a last workgroup
+    through scratch, beside five inputs and three outputs: more than the 8 storage
+    buffers WebGPU guarantees."""
+    for function in ("layernorm_backward", "layernorm_backward_keepdims"):
+        assert _kernel_files("cliffs", function) == ["row.ptx", "reduce.ptx"], function
+
+
 FOLD_KEPT = """
 from mimir.array import Dim, Tensor, float32, gpu
 
