@@ -131,6 +131,26 @@ def layernorm_stats_keepdims(
 
 
 @gpu
+def attention_lse_written(
+    q: Tensor[float32, T, D], k: Tensor[float32, T, D], v: Tensor[float32, T, D], scale: float
+) -> tuple[Tensor[float32, T, D], Tensor[float32, T]]:
+    s = (q @ k.T) * scale
+    m = s.max(axis=-1)
+    lse = m + (s - m[:, None]).exp().sum(axis=-1).log()
+    return (s - lse[:, None]).exp() @ v, lse
+
+
+@gpu
+def attention_lse_softmax(
+    q: Tensor[float32, T, D], k: Tensor[float32, T, D], v: Tensor[float32, T, D], scale: float
+) -> tuple[Tensor[float32, T, D], Tensor[float32, T]]:
+    s = (q @ k.T) * scale
+    m = s.max(axis=-1)
+    lse = m + (s - m[:, None]).exp().sum(axis=-1).log()
+    return s.softmax(axis=-1) @ v, lse
+
+
+@gpu
 def layernorm_backward(
     dout: Tensor[float32, B, T, C],
     inp: Tensor[float32, B, T, C],
