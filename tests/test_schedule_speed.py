@@ -21,6 +21,7 @@ from mimir.codegen import sizes as sz
 from mimir.codegen.builder import ibin, u32
 from mimir.codegen.ir import Binary, Var
 from mimir.dims import BinOp, Dim
+from mimir.runtime.verify import default_scalars
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 
@@ -1616,6 +1617,112 @@ def test_layout_ops_after_a_product_fold_into_its_store() -> None:
     files = _compile("cliffs", "attention_heads_merged", "ptx")
     manifest = json.loads(files["attention_heads_merged.manifest.json"])
     assert all(b["role"] != "scratch" for b in manifest["buffers"])
+
+
+def _matches_shim_in_the_interpreter(path: Path, function: str, dims: dict, tmp: Path) -> dict:
+    """Compile `function` of the file `path` to PTX, run it in the interpreter at `dims`
+    and compare every output with the shim's; the manifest."""
+    result = compile_source(str(path), path.read_text(), ["ptx"], function=function)
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    files = {k: v for k, v in result.files.items() if isinstance(v, str)}
+    tmp.mkdir()
+    for name, content in files.items():
+        (tmp / name).write_text(content)
+    manifest = json.loads(files[f"{function}.manifest.json"])
+    inputs = random_inputs(manifest, dims, seed=3)
+    scalars = default_scalars(manifest, dims)
+    actual = run_ptx_manifest_cpu(manifest, tmp, inputs, dims, scalars)
+    expected = shim_reference(path, function, inputs, dims, scalars)
+    assert set(actual) == set(expected)
+    for name in expected:
+        assert_close(actual[name], expected[name], "float32", label=f"{function} {name}")
+    return manifest
+
+
+def test_attention_returning_its_log_sum_exp_is_one_launch(tmp_path: Path) -> None:
+    """Flash attention's forward pass as FlashAttention-2 and Triton's fused attention
+    return it, the output and each query row's log-sum-exp `m + log(sum(exp(s - m)))`,
+    with the probabilities spelled `(s - lse[:, None]).exp()` or `s.softmax(axis=-1)`
+    (tests/kernels/cliffs.py): one `attention` launch that stores the online softmax's
+    max and log-sum per row (`Attention.lse`), not a matmul, a row launch and a matmul
+    with the T x T scores in scratch; both outputs match the shim at a size that is no
+    multiple of the blocks."""
+    for function in ("attention_lse_written", "attention_lse_softmax"):
+        assert _kernel_files("cliffs", function) == ["attention.ptx"], function
+        manifest = _matches_shim_in_the_interpreter(
+            KERNELS / "cliffs.py", function, {"T": 70, "D": 24}, tmp_path / function
+        )
+        assert all(b["role"] != "scratch" for b in manifest["buffers"])
+
+
+LSE_KEPT = """
+from mimir.array import Dim, Tensor, float32, gpu
+
+T = Dim("T")
+D = Dim("D", max=128)
+
+
+@gpu
+def max_returned_too(
+    q: Tensor[float32, T, D], k: Tensor[float32, T, D], v: Tensor[float32, T, D]
+) -> tuple[Tensor[float32, T, D], Tensor[float32, T], Tensor[float32, T]]:
+    s = q @ k.T
+    m = s.max(axis=-1)
+    lse = m + (s - m[:, None]).exp().sum(axis=-1).log()
+    return (s - lse[:, None]).exp() @ v, lse, m
+
+
+@gpu
+def shifted_by_another_row_value(
+    q: Tensor[float32, T, D], k: Tensor[float32, T, D], v: Tensor[float32, T, D]
+) -> tuple[Tensor[float32, T, D], Tensor[float32, T]]:
+    s = q @ k.T
+    m = s.max(axis=-1)
+    lse = m + (s - m[:, None]).exp().sum(axis=-1).log()
+    return (s - m[:, None]).exp() @ v, lse
+"""
+
+
+def test_a_log_sum_exp_whose_steps_are_read_elsewhere_keeps_its_launches(
+    tmp_path: Path,
+) -> None:
+    """The log-sum-exp rides the attention launch only when nothing else reads its steps
+    and the probabilities are the softmax: with the row max returned too, or with
+    `exp(s - m)` (not normalised) multiplied by v, the scores are stored and every output
+    still matches the shim."""
+    path = tmp_path / "kept.py"
+    path.write_text(LSE_KEPT)
+    for function in ("max_returned_too", "shifted_by_another_row_value"):
+        manifest = _matches_shim_in_the_interpreter(
+            path, function, {"T": 70, "D": 24}, tmp_path / function
+        )
+        kinds = [k["file"].rsplit("_", 1)[-1] for k in manifest["kernels"]]
+        assert "attention.ptx" not in kinds, (function, kinds)
+
+
+def test_matmul_backward_is_its_two_products_side_by_side_and_a_column_sum() -> None:
+    """llm.c's `matmul_backward` (dinp = dout @ w, dweight = dout.T @ inp, dbias =
+    dout.sum(axis=0)), with `@` or `einsum` (tests/kernels/cliffs.py): the two products
+    read each other's nothing, so they are one launch, each workgroup computing a tile
+    of one of them through the same workgroup arrays (`side_by_side._arrays`: two tiles'
+    16 KiB would not fit WebGPU's 16 KiB side by side otherwise), and the bias one
+    column launch: 2 launches, not 3."""
+    for function in ("matmul_backward", "matmul_backward_einsum"):
+        assert _kernel_files("cliffs", function) == ["matmul_matmul.ptx", "reduce.ptx"]
+        products = _compile("cliffs", function, "wgsl")[f"{function}_0_matmul_matmul.wgsl"]
+        arrays = re.findall(r"var<workgroup> \w+: array<f32, (\d+)>", products)
+        assert sum(4 * int(count) for count in arrays) == 16384, arrays
+
+
+def test_layer_norm_backward_is_a_row_launch_and_a_column_launch() -> None:
+    """llm.c's `layernorm_backward` (tests/kernels/cliffs.py, with per-row means by
+    subscript or `keepdims`): dinp is one `row` launch (its two row sums), dweight and
+    dbias one column launch that sums both. Fewer cannot be: the column sums need every
+    row's, so a launch that computes rows would hand its partials to a last workgroup
+    through scratch, beside five inputs and three outputs: more than the 8 storage
+    buffers WebGPU guarantees."""
+    for function in ("layernorm_backward", "layernorm_backward_keepdims"):
+        assert _kernel_files("cliffs", function) == ["row.ptx", "reduce.ptx"], function
 
 
 FOLD_KEPT = """

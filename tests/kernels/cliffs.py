@@ -128,3 +128,75 @@ def layernorm_stats_keepdims(
     xc = x - mean
     rstd = ((xc * xc).mean(axis=-1, keepdims=True) + 1e-5).rsqrt()
     return xc * rstd * w + b, mean[:, :, 0], rstd[:, :, 0]
+
+
+@gpu
+def attention_lse_written(
+    q: Tensor[float32, T, D], k: Tensor[float32, T, D], v: Tensor[float32, T, D], scale: float
+) -> tuple[Tensor[float32, T, D], Tensor[float32, T]]:
+    s = (q @ k.T) * scale
+    m = s.max(axis=-1)
+    lse = m + (s - m[:, None]).exp().sum(axis=-1).log()
+    return (s - lse[:, None]).exp() @ v, lse
+
+
+@gpu
+def attention_lse_softmax(
+    q: Tensor[float32, T, D], k: Tensor[float32, T, D], v: Tensor[float32, T, D], scale: float
+) -> tuple[Tensor[float32, T, D], Tensor[float32, T]]:
+    s = (q @ k.T) * scale
+    m = s.max(axis=-1)
+    lse = m + (s - m[:, None]).exp().sum(axis=-1).log()
+    return s.softmax(axis=-1) @ v, lse
+
+
+@gpu
+def layernorm_backward(
+    dout: Tensor[float32, B, T, C],
+    inp: Tensor[float32, B, T, C],
+    weight: Tensor[float32, C],
+    mean: Tensor[float32, B, T],
+    rstd: Tensor[float32, B, T],
+) -> tuple[Tensor[float32, B, T, C], Tensor[float32, C], Tensor[float32, C]]:
+    norm = (inp - mean[:, :, None]) * rstd[:, :, None]
+    dnorm = dout * weight
+    dnorm_mean = dnorm.mean(axis=-1)
+    dnorm_norm_mean = (dnorm * norm).mean(axis=-1)
+    dinp = (dnorm - dnorm_mean[:, :, None] - norm * dnorm_norm_mean[:, :, None]) * rstd[:, :, None]
+    return dinp, (dout * norm).sum(axis=(0, 1)), dout.sum(axis=(0, 1))
+
+
+@gpu
+def layernorm_backward_keepdims(
+    dout: Tensor[float32, B, T, C],
+    inp: Tensor[float32, B, T, C],
+    weight: Tensor[float32, C],
+    mean: Tensor[float32, B, T],
+    rstd: Tensor[float32, B, T],
+) -> tuple[Tensor[float32, B, T, C], Tensor[float32, C], Tensor[float32, C]]:
+    r = rstd[:, :, None]
+    norm = (inp - mean[:, :, None]) * r
+    dnorm = dout * weight
+    dinp = (
+        dnorm
+        - dnorm.mean(axis=-1, keepdims=True)
+        - norm * (dnorm * norm).mean(axis=-1, keepdims=True)
+    ) * r
+    rows = dout.reshape(B * T, C)
+    return dinp, (rows * norm.reshape(B * T, C)).sum(axis=0), rows.sum(axis=0)
+
+
+@gpu
+def matmul_backward(
+    dout: Tensor[float32, N, M], inp: Tensor[float32, N, K], weight: Tensor[float32, M, K]
+) -> tuple[Tensor[float32, N, K], Tensor[float32, M, K], Tensor[float32, M]]:
+    return dout @ weight, dout.T @ inp, dout.sum(axis=0)
+
+
+@gpu
+def matmul_backward_einsum(
+    dout: Tensor[float32, N, M], inp: Tensor[float32, N, K], weight: Tensor[float32, M, K]
+) -> tuple[Tensor[float32, N, K], Tensor[float32, M, K], Tensor[float32, M]]:
+    dinp = einsum("nm,mk->nk", dout, weight)
+    dweight = einsum("nm,nk->mk", dout, inp)
+    return dinp, dweight, einsum("nm->m", dout)

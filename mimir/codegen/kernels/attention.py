@@ -2,7 +2,8 @@
 launch that reads them, never stored (`schedule.attention`).
 
 - `attention`: `softmax(f(q @ k.T)) @ v` in one pass over the keys, flash attention's
-  online softmax (`build`): 256 threads own 64 query rows and 64 (or 128) output columns;
+  online softmax (`build`): 256 threads own 64 query rows and 64 (or 128) output columns,
+  and store each row's log-sum-exp too where the function returns it;
 - `scores_softmax`: `softmax(f(q @ k.T))` returned, the scores computed twice, for each
   row's max and sum, then for the values stored (`build_scores_softmax`).
 
@@ -281,7 +282,8 @@ def build(c: KernelContext) -> Built:
       where v has more than 64 at run time, unless proven).
 
     After the last block each output is its accumulator / l (the threads' shares of l
-    summed), through the second product's epilogue. Neither the scores nor the softmax is
+    summed), through the second product's epilogue, and where the function returns it
+    (`Attention.lse`) each row's log-sum-exp m + log(l). Neither the scores nor the softmax is
     stored: the launch loads a, b and v and stores the output. Workgroup memory: 12 KiB
     (16 with WGSL's arrays for `WarpReduce`, WebGPU's limit). A score of -inf has p = 0 (a
     row of them all gives nan, as the softmax's 0 / 0 does); a softmax over no keys is
@@ -303,9 +305,8 @@ class _Heads:
         assert isinstance(c.plan, Attention)
         ev, body, plan = c.ev, c.body, c.plan
         self.c, self.body = c, body
-        second, first, soft = plan.root, plan.scores, plan.softmax
+        second, first, x = plan.root, plan.scores, plan.x
         self.v = ev.resolve(ev.node(second)["inputs"][1])
-        x = ev.resolve(softmax_input(ev, soft)[0])
         self.vshape, self.oshape = vshape, oshape = ev.shape(self.v), ev.shape(second)
         m, e = ev.shape(first)[-2], vshape[-1]
         batch = oshape[:-2]
@@ -433,16 +434,39 @@ class _Heads:
                         body.emit(Assign(acc, lw.bin_("+", acc, product)))
 
     def store(self) -> None:
-        """Each output: its accumulator over the row's sum, through the epilogue."""
+        """Each output: its accumulator over the row's sum, through the epilogue; and
+        where the launch returns it, each row's log-sum-exp (`_store_lse`)."""
         body, one = self.body, lw.const(1, "f32")
         for i in range(VEC):
             total = body.let(WarpReduce("add", self.sums[i], "f32", ATT_SIDE), "l")
+            self._store_lse(i, total)
             inv = body.let(lw.bin_("/", one, total), "inv")
             for j in range(len(self.cols)):
                 cond = all_below([(self.rows[i], self.scores.m_b), (self.cols[j], self.e_b)])
                 idx = Idx(self.oshape, axes=[*self.batch_axes, self.rows[i], self.cols[j]])
                 value = body.let(lw.bin_("*", self.accs[i][j], inv), "o")
                 write_where(self.c, cond, idx, value)
+
+    def _store_lse(self, i: int, total: Expr) -> None:
+        """Row i's log-sum-exp m + log(l) (`Attention.lse`), stored by the first of the
+        row's 16 threads (each holds the row's m and l; the workgroup owns every column of
+        the output, so no other workgroup has the row). A row of -inf has l = 0 and m =
+        -inf: the reference's `x - m` is nan there, and so its log-sum-exp; a +inf or a
+        nan makes l nan already."""
+        plan = self.c.plan
+        assert isinstance(plan, Attention)
+        if not plan.lse:
+            return
+        body, f32 = self.body, "f32"
+        ((lse, _),) = plan.lse
+        top = self.top[i]
+        log_sum = lw.bin_("+", top, lw.call("mimir_log", total))
+        empty = lw.bin_("==", top, lw.const(-lw.INF, f32))
+        value = body.let(lw.select(empty, lw.const(lw.NAN, f32), log_sum), "lse")
+        cond = all_true([Binary("==", self.lx, u32(0), "bool"), self.scores.row_ok[i]])
+        idx = Idx(self.c.ev.shape(lse), axes=[*self.batch_axes, self.rows[i]])
+        with body.if_(cond):
+            self.c.write(idx, value, outputs=plan.lse, root=lse)
 
 
 # the workgroup arrays of an `attention` launch: a's and b's slices, then v's rows, take

@@ -46,6 +46,7 @@ from mimir.codegen.ir import (
     Let,
     MmaSync,
     Return,
+    SharedArray,
     Stmt,
     Uniform,
     Var,
@@ -104,18 +105,55 @@ def groups(variants: list[list[Kernel]], limit: Limits) -> list[list[int]]:
 def _fits(variants: list[list[Kernel]], group: list[int], limit: Limits) -> bool:
     for kernels in variants:
         parts = [kernels[k] for k in group]
-        if any(p.workgroup_size[1:] != (1, 1) for p in parts):
-            return False
-        width = _width(parts)
-        if any(p.workgroup_size[0] % width for p in parts):
-            return False
-        if any(p.workgroup_size[0] != width for p in parts if not _thread_local(p)):
-            return False
-        if sum(p.shared_bytes for p in parts) > limit.shared_bytes:
+        if any(_two_d(p) for p in parts):
+            # only beside parts of the same workgroup size: every thread keeps its ids
+            if len({p.workgroup_size for p in parts}) != 1:
+                return False
+        else:
+            width = _width(parts)
+            if any(p.workgroup_size[0] % width for p in parts):
+                return False
+            if any(p.workgroup_size[0] != width for p in parts if not _thread_local(p)):
+                return False
+        if 4 * sum(a.count for a in _arrays(parts)[0]) > limit.shared_bytes:
             return False
         if len({b.name for p in parts for b in p.buffers}) > limit.storage_buffers:
             return False
     return True
+
+
+def _two_d(k: Kernel) -> bool:
+    """Whether `k`'s workgroups are 2-D (a tiled product's 16 x 16 threads)."""
+    return k.workgroup_size[1:] != (1, 1)
+
+
+def _arrays(parts: list[Kernel]) -> tuple[list[SharedArray], list[dict[str, str]]]:
+    """The workgroup arrays a launch of `parts` declares, and each part's names for its
+    own. Each part's are its own (`$s{k}_` before the name), but where the parts are 2-D
+    (tiled products): a workgroup runs one part, so each takes the arrays the earlier
+    ones declared, of its element type, as far as they go (grown to the larger count).
+    Two tiled products each fill the workgroup memory every backend guarantees, so they
+    fit side by side only this way."""
+    share = all(_two_d(p) for p in parts)
+    declared: list[SharedArray] = []
+    names: list[dict[str, str]] = []
+    for k, part in enumerate(parts):
+        own: dict[str, str] = {}
+        free = list(range(len(declared))) if share else []
+        for a in part.shared:
+            kind = (a.elem, a.broadcast)
+            slot = next(
+                (j for j in free if (declared[j].elem, declared[j].broadcast) == kind), None
+            )
+            if slot is None:
+                declared.append(replace(a, name=f"$s{k}_{a.name.lstrip('$')}"))
+                slot = len(declared) - 1
+            else:
+                free.remove(slot)
+                declared[slot] = replace(declared[slot], count=max(declared[slot].count, a.count))
+            own[a.name] = declared[slot].name
+        names.append(own)
+    return declared, names
 
 
 def _width(parts: list[Kernel]) -> int:
@@ -161,11 +199,10 @@ def _merged(s: Schedule, index: int, parts: list[Kernel]) -> Kernel:
     dispatch = sz.dispatch(total, {d.name: d for d in s.dims})
     body = Body()
     g = group_id(body, dispatch)
-    shared = []
+    shared, names = _arrays(parts)
     blocks: list[list[Stmt]] = []
     for k, (part, start, count) in enumerate(zip(parts, starts, counts, strict=True)):
-        renamed = {a.name: f"$s{k}_{a.name.lstrip('$')}" for a in part.shared}
-        shared.extend(replace(a, name=renamed[a.name]) for a in part.shared)
+        renamed = names[k]
         own = Var(f"$s{k}_unit", "u32")
         lets, builtins = _adapted(part, k, width, own)
         if k == len(parts) - 1 and over_dispatched(dispatch):
@@ -191,7 +228,7 @@ def _merged(s: Schedule, index: int, parts: list[Kernel]) -> Kernel:
     return Kernel(
         name=f"{s.function}_{index}_{'_'.join(whats)}",
         what=" + ".join(whats),
-        workgroup_size=(width, 1, 1),
+        workgroup_size=parts[0].workgroup_size if _two_d(parts[0]) else (width, 1, 1),
         groups=total,
         workgroups=dispatch,
         buffers=sorted(buffers.values(), key=lambda b: order.index(b.name)),

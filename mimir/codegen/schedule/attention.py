@@ -15,10 +15,11 @@ from mimir.codegen.schedule.plan import (
     Matmul,
     Narrow,
     Plan,
+    Row,
     ScoresSoftmax,
     Softmax,
 )
-from mimir.codegen.schedule.roots import FUSIBLE, op_kind, read_by
+from mimir.codegen.schedule.roots import FUSIBLE, op_kind
 from mimir.codegen.schedule.state import State
 from mimir.codegen.tensors import Evaluator
 from mimir.dims import Dim
@@ -59,7 +60,15 @@ def _fuse_attention(
     `max`: the head dims of FlashAttention's and Triton's kernels are compile-time
     constants too): a workgroup owns all of them (up to 128: 4 x 8 outputs a thread) and
     computes its rows' scores once; a wider v would need a workgroup per 128 columns,
-    each computing the scores again, or more registers than a thread has."""
+    each computing the scores again, or more registers than a thread has.
+
+    Each row's log-sum-exp of the softmax's input x (`m + log(sum(exp(x - m[:, None])))`,
+    m = `x.max(axis=-1)`: FlashAttention-2's L, which its backward pass reads), returned
+    beside the output by a `row` launch of its own, is the online softmax's running max
+    and sum at the end, stored by the same launch (`Attention.lse`); the probabilities
+    may then be spelled `(x - lse[:, None]).exp()` as well as `x.softmax(axis=-1)`. Only
+    where the log-sum-exp's launch computes it alone and nothing else reads x or the
+    steps between (`_log_sum_exp`, `_private`)."""
     scratch = {b.name for b in buffers if b.role == "scratch"}
     by_node = {p.node: p for p in plans}
     products = (Matmul, Narrow)  # (v, or b, a parameter of at most 16 columns)
@@ -67,35 +76,181 @@ def _fuse_attention(
         if not isinstance(second, products) or not _product_alone(second):
             continue
         soft = ev.resolve(ev.node(second.root)["inputs"][0])
-        middle = by_node.get(soft)
-        if not isinstance(middle, Softmax) or middle.root != soft:
+        if set(g.successors(soft)) != {second.root}:
             continue
-        if ev.node(soft)["spec"].name != "softmax":
+        found = _probabilities(ev, g, plans, by_node, soft, scratch)
+        if found is None:
             continue
-        found = _scores_under(ev, g, by_node, soft, scratch, products)
-        if found is None or not set(middle.writes) <= scratch:
+        x, readers, launches, lse = found
+        scores = _scores_of(ev, g, by_node, x, readers, scratch, products)
+        if scores is None:
             continue
-        first, x = found
-        if not read_by(ev, g, soft, second.root):
-            continue
-        operands = [*ev.node(first.root)["inputs"][:2], ev.node(second.root)["inputs"][1]]
-        values = [*operands, first.root, x, soft, second.root]
+        operands = [*ev.node(scores.root)["inputs"][:2], ev.node(second.root)["inputs"][1]]
+        values = [*operands, scores.root, x, soft, second.root, *([] if lse is None else [lse])]
         if any(ev.dtype(ev.resolve(n)) != float32 for n in values):
             continue
-        batch = [sz.key(s) for s in ev.shape(first.root)[:-2]]
+        batch = [sz.key(s) for s in ev.shape(scores.root)[:-2]]
         if [sz.key(s) for s in ev.shape(second.root)[:-2]] != batch:
             continue
         width = sz.upper_bound(ev.shape(second.root)[-1], declared)
         if width is None or width > ATTENTION_COLUMNS:
             continue
-        unused = set(first.writes + middle.writes)
+        stored = [w for plan in launches for w in plan.writes if w not in scratch]
+        unused = set(scores.writes) | {w for plan in launches for w in plan.writes} - set(stored)
         buffers[:] = [b for b in buffers if b.name not in unused]
-        node_buffers.pop(x, None)
-        node_buffers.pop(soft, None)
-        fused = Attention(second.node, second.writes, second.root, scores=first.root, softmax=soft)
+        for n in (x, soft) if stored else (x, soft, lse):
+            node_buffers.pop(n, None)
+        fused = Attention(
+            second.node,
+            second.writes,
+            second.root,
+            scores=scores.root,
+            softmax=soft,
+            x=x,
+            lse=[(lse, stored)] if stored and lse is not None else [],
+        )
         plans[plans.index(second)] = by_node[second.node] = fused
-        plans.remove(first)
-        plans.remove(middle)
+        for plan in (scores, *launches):
+            plans.remove(plan)
+
+
+def _probabilities(
+    ev: Evaluator,
+    g: nx.DiGraph,
+    plans: list[Plan],
+    by_node: dict[int, Plan],
+    soft: int,
+    scratch: set[str],
+) -> tuple[int, set[int], list[Plan], int | None] | None:
+    """What an `attention` launch computes in place of the probabilities `soft`, a
+    softmax over the last axis in a launch of its own, or `exp(x - lse[..., None])` with
+    lse x's log-sum-exp: x, the nodes that may read x, the launches no longer made (the
+    softmax's, the log-sum-exp's) and the log-sum-exp (None where there is none), or
+    None. The log-sum-exp's launch computes it alone, and nothing outside reads a node
+    between it and x; it may be returned."""
+    node = ev.node(soft)
+    name = _op(ev, soft)
+    if name == "softmax":
+        middle = by_node.get(soft)
+        if not isinstance(middle, Softmax) or middle.root != soft:
+            return None
+        if not set(middle.writes) <= scratch:
+            return None
+        x, axis = softmax_input(ev, soft)
+        x = ev.resolve(x)
+        if axis != len(ev.shape(x)) - 1:
+            return None
+        rows = [r for r in plans if isinstance(r, Row) and _log_sum_exp(ev, r.node, x)]
+        if not rows:
+            return x, {soft}, [middle], None
+        (row, *_) = rows
+        lse, tail = row.node, set()
+        launches: list[Plan] = [middle, row]
+    elif name == "exp":
+        shift = _shift(ev, ev.resolve(node["inputs"][0]))
+        if shift is None:
+            return None
+        x, lse, broadcast = shift
+        row = by_node.get(lse)
+        if not isinstance(row, Row) or _log_sum_exp(ev, lse, x) is None:
+            return None
+        tail = {broadcast, ev.resolve(node["inputs"][0])}
+        launches = [row]
+    else:
+        return None
+    if row.also or row.wide or row.total is not None:
+        return None
+    inner = _log_sum_exp(ev, lse, x)
+    assert inner is not None
+    readers = {*inner, *tail, soft}
+    if not _private(ev, g, inner | tail, readers | {lse}):
+        return None
+    if not _private(ev, g, {lse}, tail, returned=True):
+        return None
+    return x, {u for u in g.successors(x) if u in readers}, launches, lse
+
+
+def _op(ev: Evaluator, n: int) -> str | None:
+    """The op table's name of node `n`'s op (a method or function), or None."""
+    spec = ev.node(n).get("spec")
+    return None if spec is None else spec.name
+
+
+def _private(
+    ev: Evaluator, g: nx.DiGraph, nodes: set[int], readers: set[int], returned: bool = False
+) -> bool:
+    """Whether every op that reads one of `nodes` is in `readers` (`returned`: or the
+    function's return, directly or in its tuple)."""
+    for n in nodes:
+        for user in g.successors(n):
+            kind = ev.node(user)["kind"]
+            if user in readers or (returned and kind == "return"):
+                continue
+            if returned and kind == "tuple":
+                if all(ev.node(u)["kind"] == "return" for u in g.successors(user)):
+                    continue
+            return False
+    return True
+
+
+def _last_axis(ev: Evaluator, r: int, name: str) -> int | None:
+    """x, where node `r` is `x.name(axis=-1)` (over x's last axis alone, no `keepdims`)."""
+    if _op(ev, r) != name:
+        return None
+    red = ev.reduction(r)
+    rank = len(red.shape)
+    if red.axes != [rank - 1] or len(ev.shape(r)) != rank - 1:
+        return None
+    return ev.resolve(red.x)
+
+
+def _row_broadcast(ev: Evaluator, n: int) -> int | None:
+    """The per-row value node `n` spreads along a new last axis (`m[:, None]`,
+    `m[..., None]`), or None."""
+    node = ev.node(n)
+    if node["kind"] != "subscript" or len(node["inputs"]) != 1:
+        return None
+    v = ev.resolve(node["inputs"][0])
+    items = list(node["items"])
+    if not items or items[-1][0] != "newaxis":
+        return None
+    lead = items[:-1]
+    if lead != [("slice", None, None)] * len(ev.shape(v)) and [i[0] for i in lead] != ["ellipsis"]:
+        return None
+    return v
+
+
+def _shift(ev: Evaluator, n: int) -> tuple[int, int, int] | None:
+    """(x, v, the broadcast of v) where node `n` is `x - v[..., None]`, or None."""
+    node = ev.node(n)
+    if node["kind"] != "binop" or node["symbol"] != "-":
+        return None
+    x, broadcast = (ev.resolve(i) for i in node["inputs"])
+    v = _row_broadcast(ev, broadcast)
+    return None if v is None else (x, v, broadcast)
+
+
+def _log_sum_exp(ev: Evaluator, lse: int, x: int) -> set[int] | None:
+    """The nodes between x and `lse` where node `lse` is x's log-sum-exp over its last
+    axis, `m + log(sum(exp(x - m[..., None]), axis=-1))` with m = `x.max(axis=-1)` (the
+    sum in either order), or None."""
+    node = ev.node(lse)
+    if node["kind"] != "binop" or node["symbol"] != "+":
+        return None
+    left, right = (ev.resolve(i) for i in node["inputs"])
+    for m, log in ((left, right), (right, left)):
+        if _last_axis(ev, m, "max") != x or _op(ev, log) != "log":
+            continue
+        total = ev.resolve(ev.node(log)["inputs"][0])
+        e = _last_axis(ev, total, "sum")
+        if e is None or _op(ev, e) != "exp":
+            continue
+        shifted = ev.resolve(ev.node(e)["inputs"][0])
+        shift = _shift(ev, shifted)
+        if shift is None or shift[:2] != (x, m):
+            continue
+        return {m, shift[2], shifted, e, total, log}
+    return None
 
 
 def _pair_products(
@@ -182,23 +337,41 @@ def _scores_under(
     products: tuple[type[Matmul] | type[Narrow], ...],
 ) -> tuple[Matmul | Narrow, int] | None:
     """The launch of a product (of a kind in `products`) whose epilogue x the softmax
-    `soft` reads over its last axis, and x: when that launch computes the product alone
-    (no other result, no folds or softmax of a `narrow` launch's own) into scratch, and
-    only the softmax reads x, at the product's own positions (no reshape). The scores of
-    `fuse_attention` and `fuse_scores_softmax`, which compute them inside their own launch."""
+    `soft` reads over its last axis, and x, as `_scores_of` finds it with the softmax x's
+    only reader: the scores of `fuse_scores_softmax`, which computes them inside its own
+    launch."""
 
     x, axis = softmax_input(ev, soft)
     x = ev.resolve(x)
+    if axis != len(ev.shape(x)) - 1:
+        return None
+    first = _scores_of(ev, g, by_node, x, {soft}, scratch, products)
+    return None if first is None else (first, x)
+
+
+def _scores_of(
+    ev: Evaluator,
+    g: nx.DiGraph,
+    by_node: dict[int, Plan],
+    x: int,
+    readers: set[int],
+    scratch: set[str],
+    products: tuple[type[Matmul] | type[Narrow], ...],
+) -> Matmul | Narrow | None:
+    """The launch of a product (of a kind in `products`) whose epilogue is x, when that
+    launch computes the product alone (no other result, no folds or softmax of a `narrow`
+    launch's own) into scratch, and only `readers` read x, at the product's own positions
+    (no reshape)."""
     first = by_node.get(x)
     if not isinstance(first, products) or not _product_alone(first):
         return None  # (a `narrow` launch that writes more than the scores)
-    if axis != len(ev.shape(x)) - 1 or not set(first.writes) <= scratch:
+    if not set(first.writes) <= scratch:
         return None
     if [sz.key(s) for s in ev.shape(x)] != [sz.key(s) for s in ev.shape(first.root)]:
         return None
-    if not read_by(ev, g, x, soft):
+    if not set(g.successors(x)) <= readers:
         return None
-    return first, x
+    return first
 
 
 def _fuse_scores_softmax(

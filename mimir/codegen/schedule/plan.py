@@ -132,11 +132,20 @@ class Narrow(Rooted):
 @dataclass
 class Attention(Rooted):
     """`softmax(f(scores)) @ v`: `root` the second product, `scores` the first (`q @ k.T`),
-    `softmax` the softmax between them (`schedule.attention.fuse_attention`)."""
+    `x` the softmax's input f(scores), `softmax` the probabilities between them (a
+    softmax of x, or `exp(x - lse[..., None])`) (`schedule.attention.fuse_attention`)."""
 
     kind: ClassVar[PlanKind] = PlanKind.ATTENTION
     scores: int
     softmax: int
+    x: int
+    # each row's log-sum-exp of x, `max + log(sum(exp(x - max)))`, and where it is stored
+    # (FlashAttention-2's L, returned beside the output): computed from the online
+    # softmax's running max and sum
+    lse: Outputs = field(default_factory=list)
+
+    def computed(self) -> Outputs:
+        return [*self.outputs(), *self.lse]
 
 
 @dataclass
