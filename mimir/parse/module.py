@@ -703,6 +703,8 @@ def _read_range(info: ModuleInfo, call: ast.Call, dtype: DType) -> tuple[Size, S
     bounds: list[Size] = []
     for arg in call.args:
         lit = int_literal(arg)
+        if lit is None and isinstance(arg, ast.Name) and arg.id in info.constants:
+            lit = info.constants[arg.id]  # `Range(IGNORE_INDEX, V)`: a module constant too
         if lit is not None:  # a literal bound may be negative (`Range(-1, C)`)
             bounds.append(lit)
             continue
