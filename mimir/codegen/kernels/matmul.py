@@ -102,7 +102,7 @@ def build(c: KernelContext) -> Built:
     accs = tile.zeros()
     tile.offsets()
     if paired is not None and paired_accs is not None:
-        tile.product(c.ev.node(paired)["inputs"][1], paired_accs)  # ends with a barrier
+        tile.product(c.ev.node(paired)["inputs"][1], paired_accs, restaged=True)
     tile.product(tile.right, accs)
     tile.store(accs, paired, paired_accs)
     return (TILE, TILE, 1), tile.dispatch
@@ -253,24 +253,25 @@ class _Tile:
             idx = Idx(self.rshape, flat=ibin("+", b_at0, self.b_rows[q]), axes=axes)
             stage_operand(c, _B, slot, right, idx, all_true([kb_ok, self.b_ok]), out)
 
-    def product(self, right: int, accs: list[list[Var]]) -> None:
+    def product(self, right: int, accs: list[list[Var]], restaged: bool = False) -> None:
         """The tile of `left @ right` into this thread's `accs`, ending with a barrier (so
-        the workgroup buffers may be staged again). With `_HalfTiles` whose K or N is not
+        the workgroup buffers may be staged again; with `restaged`, where they will be, after
+        the spill of simdgroup matrices too). With `_HalfTiles` whose K or N is not
         proven even, the whole k loop twice: copying packed words where both are even at run
         time, packing them from element loads where not."""
         body, halves = self.body, self.halves
         if halves is None or halves.even is None:
-            self._product(right, accs)
+            self._product(right, accs, restaged)
             return
         with body.block() as fast:
             halves.copying = True
-            self._product(right, accs)
+            self._product(right, accs, restaged)
         with body.block() as slow:
             halves.copying = False
-            self._product(right, accs)
+            self._product(right, accs, restaged)
         body.emit(If(halves.even, fast, slow))
 
-    def _product(self, right: int, accs: list[list[Var]]) -> None:
+    def _product(self, right: int, accs: list[list[Var]], restaged: bool) -> None:
         body = self.body
         # on simdgroup matrices the k loop accumulates into matrices, which then reach
         # this thread's `accs` through workgroup memory (`_SimdgroupWarp.spill`)
@@ -283,7 +284,7 @@ class _Tile:
         with body.for_("k0_", u32(0), self.k_ir, u32(self.sk)) as k0:
             self.slices(k0, accs if matrices is None else matrices, right, a_row, b_col)
         if self.simd is not None and matrices is not None:
-            self.simd.spill(matrices, accs)
+            self.simd.spill(matrices, accs, restaged)
 
     def slices(self, k0: Expr, accs: list[list[Var]], right: int, a_row: Expr, b_col: Expr) -> None:
         """One k-slice: the next staged into the other buffers while this one multiplies."""
@@ -658,14 +659,7 @@ class _MmaWarp:
                 body.emit(MmaSync(acc, a, b, self.kind))
 
 
-# the workgroup array each simdgroup's matrices pass through to its threads (64 floats each)
-_SPILL = "$spill"
-
-
 SIMDS_M, SIMDS_N = 8, 4  # 8 x 8 matrices of a simdgroup's 64 x 32 block
-
-
-WG_SIMDGROUPS = TILE * TILE // WARP  # the 8 simdgroups of a matmul workgroup
 
 
 class _SimdgroupWarp:
@@ -676,8 +670,10 @@ class _SimdgroupWarp:
     128 + m]` is row m, column k) and 4 right ones from the right tile as it is.
 
     How a simdgroup matrix's elements sit in its threads is the device's own, so after the
-    k loop each matrix is stored to the simdgroup's 64 floats of workgroup memory and read
-    back as the epilogue wants it: lane `l`, `(g, q) = (l / 4, l % 4)`, holds rows `8 i +
+    k loop each matrix is stored to the simdgroup's 64 floats of workgroup memory (in the
+    left tile, free once the k loop's last barrier is passed: no memory beyond the scalar
+    schedule's, so the launch fits beside another as that one does) and read back as the
+    epilogue wants it: lane `l`, `(g, q) = (l / 4, l % 4)`, holds rows `8 i +
     g` and columns `8 j + 2 q + e` (i < 8, j < 4, e < 2) of the simdgroup's block, the
     layout of `_MmaWarp`."""
 
@@ -690,7 +686,6 @@ class _SimdgroupWarp:
         q = body.let(ibin("%", lane, u32(4)), "q")
         self.wm = body.let(ibin("*", ibin("/", warp, u32(WARPS_N)), u32(BLOCK // WARPS_M)), "wm")
         self.wn = body.let(ibin("*", ibin("%", warp, u32(WARPS_N)), u32(BLOCK // WARPS_N)), "wn")
-        c.shared.append(SharedArray(_SPILL, "f32", 64 * WG_SIMDGROUPS))
         self.spill_at = body.let(ibin("*", warp, u32(64)), "sp")
         self.lane_at = body.let(
             ibin("+", self.spill_at, ibin("+", ibin("*", g, u32(8)), ibin("*", q, u32(2)))), "sl"
@@ -736,14 +731,17 @@ class _SimdgroupWarp:
                 for j, b in enumerate(self.right):
                     body.emit(SimdgroupMultiplyAccumulate(matrices[i][j], a, b))
 
-    def spill(self, matrices: list[list[Var]], accs: list[list[Var]]) -> None:
-        """Each matrix through the simdgroup's 64 floats into this thread's `accs`."""
+    def spill(self, matrices: list[list[Var]], accs: list[list[Var]], restaged: bool) -> None:
+        """Each matrix through the simdgroup's 64 floats of the left tile into this thread's
+        `accs`; with `restaged` (another product stages the tiles next) a barrier after."""
         body = self.body
         for i in range(SIMDS_M):
             for j in range(SIMDS_N):
-                body.emit(SimdgroupStore(matrices[i][j], _SPILL, self.spill_at, 8))
+                body.emit(SimdgroupStore(matrices[i][j], _A, self.spill_at, 8))
                 body.emit(SimdgroupBarrier())
                 for e in range(2):
-                    value = Load(_SPILL, ibin("+", self.lane_at, u32(e)), "f32")
+                    value = Load(_A, ibin("+", self.lane_at, u32(e)), "f32")
                     body.emit(Assign(accs[i][2 * j + e], body.let(value, "v")))
                 body.emit(SimdgroupBarrier())  # all read before the next matrix is stored
+        if restaged:
+            body.emit(Barrier())
