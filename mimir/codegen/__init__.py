@@ -35,7 +35,7 @@ from mimir.codegen.passes.contract import contract
 from mimir.codegen.passes.workgroup_memory import to_workgroup_memory
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, LAUNCH_ORDER, RefusalError
 from mimir.codegen.schedule import Schedule, schedule
-from mimir.codegen.schedule.plan import Matmul
+from mimir.codegen.schedule.plan import Attention, Matmul
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.parse.depth import on_deep_stack
 from mimir.parse.spans import read_source
@@ -200,7 +200,7 @@ class _Builds:
     def __init__(self, kernel: Any, names: list[str], diagnostics: list[Diagnostic]) -> None:
         self.kernel, self.names, self.diagnostics = kernel, names, diagnostics
         self.index_level = kernel.graph.kernel.grid is not None
-        # PTX builds its matmul launches again, for tensor cores (`kernels.matmul.mma_kind`)
+        # PTX builds its matmul launches again, for tensor cores (`kernels.context.mma_kind`)
         self.tensor_cores = "ptx" in names
         self.built: dict[tuple[str | None, bool], Built | None] = {}
 
@@ -258,10 +258,11 @@ class _Builds:
         if order != sorted(order):
             s = replace(s, plans=launch_order.reorder(s.plans, order))
             irs = launch_order.reorder(irs, order)
-        # PTX's own build: its matmuls on tensor cores (`mma.sync`: float16 and bfloat16
-        # operands, float32 ones under `precision="tf32"`), where any multiplies there
+        # PTX's own build: its matmuls (and half attention) on tensor cores (`mma.sync`:
+        # float16 and bfloat16 operands, float32 ones under `precision="tf32"`), where any
+        # multiplies there
         tc_irs = irs
-        if self.tensor_cores and any(isinstance(p, Matmul) for p in s.plans):
+        if self.tensor_cores and any(isinstance(p, (Matmul, Attention)) for p in s.plans):
             tc_irs = [build(s, k, True) for k in range(len(s.plans))]
             if not any(isinstance(st, MmaSync) for ir in tc_irs for st in walk_statements(ir.body)):
                 tc_irs = irs

@@ -93,7 +93,7 @@ BUILDERS: dict[PlanKind, Builder] = {
 
 def build(s: Schedule, index: int, tensor_cores: bool = False) -> Kernel:
     """The IR kernel for launch `index` of schedule `s`; with `tensor_cores` (a PTX build) a
-    matmul multiplies with `MmaSync` where `matmul.mma_kind` says."""
+    matmul multiplies with `MmaSync` where `context.mma_kind` says."""
     plan = s.plans[index]
     c = KernelContext(s, plan, tensor_cores)
     workgroup_size, dispatch = BUILDERS[plan.kind](c)

@@ -22,7 +22,7 @@ from mimir.codegen.schedule.roots import FUSIBLE, op_kind, read_by
 from mimir.codegen.schedule.state import State
 from mimir.codegen.tensors import Evaluator
 from mimir.dims import Dim
-from mimir.dtypes import float32
+from mimir.dtypes import bfloat16, float16, float32
 
 # `softmax(q @ k.T) @ v` is one `attention` launch when v is proven at most this many
 # columns wide (`fuse_attention`): a workgroup holds up to 128 of them (4 x 8 outputs a
@@ -48,18 +48,19 @@ def _fuse_attention(
     buffers: list[BufferSpec],
     declared: dict[str, Dim],
 ) -> None:
-    """`softmax(f(a @ b)) @ v` over the last axis, float32 (attention: a = q, b = k.T, f a
-    scale and a causal mask), as one `attention` launch (`kernels.attention`) instead of
-    a matmul, a softmax and a matmul: the scores `a @ b` and their softmax are never
-    stored, each block of keys' scores is computed, exponentiated and multiplied by v's
-    rows in registers and workgroup memory (the online softmax of flash attention). Only
-    when the scores' epilogue and the softmax are each read by the next step alone (no
-    output, no other launch), the softmax has no epilogue, both products have the same
-    batch axes, and v is proven at most `ATTENTION_COLUMNS` wide (a literal, or a dim's
-    `max`: the head dims of FlashAttention's and Triton's kernels are compile-time
-    constants too): a workgroup owns all of them (up to 128: 4 x 8 outputs a thread) and
-    computes its rows' scores once; a wider v would need a workgroup per 128 columns,
-    each computing the scores again, or more registers than a thread has."""
+    """`softmax(f(a @ b)) @ v` over the last axis, float32 or one half type (attention: a =
+    q, b = k.T, f a scale and a causal mask; halves read into float32 registers, the scores
+    and the softmax never rounded to the half type), as one `attention` launch
+    (`kernels.attention`) instead of a matmul, a softmax and a matmul: the scores `a @ b`
+    and their softmax are never stored, each block of keys' scores is computed,
+    exponentiated and multiplied by v's rows in registers and workgroup memory (the online
+    softmax of flash attention). Only when the scores' epilogue and the softmax are each
+    read by the next step alone (no output, no other launch), the softmax has no epilogue,
+    both products have the same batch axes, and v is proven at most `ATTENTION_COLUMNS` wide
+    (a literal, or a dim's `max`: the head dims of FlashAttention's and Triton's kernels are
+    compile-time constants too): a workgroup owns all of them (up to 128: 4 x 8 outputs a
+    thread) and computes its rows' scores once; a wider v would need a workgroup per 128
+    columns, each computing the scores again, or more registers than a thread has."""
     scratch = {b.name for b in buffers if b.role == "scratch"}
     by_node = {p.node: p for p in plans}
     products = (Matmul, Narrow)  # (v, or b, a parameter of at most 16 columns)
@@ -80,7 +81,8 @@ def _fuse_attention(
             continue
         operands = [*ev.node(first.root)["inputs"][:2], ev.node(second.root)["inputs"][1]]
         values = [*operands, first.root, x, soft, second.root]
-        if any(ev.dtype(ev.resolve(n)) != float32 for n in values):
+        dtypes = {ev.dtype(ev.resolve(n)) for n in values}
+        if len(dtypes) != 1 or not dtypes <= {float32, float16, bfloat16}:
             continue
         batch = [sz.key(s) for s in ev.shape(first.root)[:-2]]
         if [sz.key(s) for s in ev.shape(second.root)[:-2]] != batch:
