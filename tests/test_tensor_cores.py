@@ -564,23 +564,27 @@ def test_half_attention_runs_both_products_on_tensor_cores(tmp_path: Path) -> No
     each issue 32 `mma.sync` for S = q k.T (4 slices of d by 8 tiles of keys) and 32 for
     O += P V (4 slices of keys by 8 tiles of columns); q's fragments read once (4
     `ldmatrix.x4`), k's rows (16 `ldmatrix.x4`) and v's (16 `.trans`) per block, p packed
-    from the accumulators (16 words) with no store of the scores to workgroup memory (the
-    only `st.shared` are the zeros of rows past T)."""
+    from the accumulators (16 words) with no store of the scores to workgroup memory. T is
+    symbolic: a loop over the whole blocks of keys, with no guard, then one for the last
+    block, partly past T, so each of those counts twice; the only `st.shared` are the zeros
+    of rows past T (16 words a thread of q's rows, and of the last block's k and v rows)."""
     manifest = compiled_ptx("tensor_cores_half", "attention_f16", tmp_path)
     validate_manifest(manifest)
     assert [k["file"] for k in manifest["kernels"]] == ["attention_f16_0_attention.ptx"]
     text = (tmp_path / manifest["kernels"][0]["file"]).read_text()
-    assert text.count(F16_MMA) == 64 and "fma.rn.f32 %f" in text  # (exp's)
-    assert text.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 20
-    assert text.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 16
-    assert text.count("cvt.rn.f16x2.f32") == 16
-    assert all(", 0;" in line for line in text.splitlines() if "st.shared" in line)
-    # each row's max and sum over the 4 lanes of its quad: two butterfly rounds
-    assert text.count("shfl.sync.bfly.b32") == 8
+    assert text.count(F16_MMA) == 2 * 64 and "fma.rn.f32 %f" in text  # (exp's)
+    assert text.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4 + 2 * 16
+    assert text.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 2 * 16
+    assert text.count("cvt.rn.f16x2.f32") == 2 * 16
+    stores = [line for line in text.splitlines() if "st.shared" in line]
+    assert len(stores) == 3 * 16 and all(line.endswith(", 0;") for line in stores)
+    # each row's max over the 4 lanes of its quad (two butterfly rounds, two rows) in each
+    # loop, and its sum after them
+    assert text.count("shfl.sync.bfly.b32") == 2 * 4 + 4
     bf16 = compiled_ptx("tensor_cores_half", "attention_bf16", tmp_path / "bf16")
     text = (tmp_path / "bf16" / bf16["kernels"][0]["file"]).read_text()
-    # D = 32, E = 16: 2 x 8 mma for S, 4 x 2 for O += P V
-    assert text.count(BF16_MMA) == 24 and text.count("cvt.rn.bf16x2.f32") == 16
+    # D = 32, E = 16: 2 x 8 mma for S, 4 x 2 for O += P V, in each loop
+    assert text.count(BF16_MMA) == 2 * 24 and text.count("cvt.rn.bf16x2.f32") == 2 * 16
 
 
 @pytest.mark.parametrize(
@@ -588,9 +592,13 @@ def test_half_attention_runs_both_products_on_tensor_cores(tmp_path: Path) -> No
     [
         # one block of keys, most of it past T, and rows past T
         ("attention_f16", {"T": 37}),
-        # two blocks: the first's accumulators and sums rescaled by the second's max
+        # two blocks: the first's accumulators and sums rescaled by the second's max; the
+        # first whole (no guards), the second partly past T
         ("attention_f16", {"T": 100}),
+        # two whole blocks, no partial one
+        ("attention_f16", {"T": 128}),
         # the diagonal block masked, the block past it not loaded
+        ("causal_attention_f16", {"T": 37}),
         ("causal_attention_f16", {"T": 100}),
         ("causal_attention_f16", {"T": 130}),
         # heads over a batch, v narrower than q and k

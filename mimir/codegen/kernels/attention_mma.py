@@ -17,14 +17,15 @@ is tiles 2t and 2t + 1's accumulators, in that order, each p rounded to the half
 (`PackHalves`, `cvt.rn`) in registers, with no trip through workgroup memory. A row's max
 and sum are over the 4 lanes of its quad (`WarpReduce` of 4 lanes: `shfl.sync`).
 
-Per block of keys: its rows of k and v copied into workgroup memory (`cp.async` of packed
-pairs; rows past the keys 0); S = q k.T, k's rows read with `ldmatrix.x4` (a key's pairs of
-d are B's pairs of k: no `.trans`); the epilogue f per score (-inf past the last key, its
-loads guarded); each row's max, the running max m grown to it, O and the lane's share of
-the row's sum l rescaled by exp(m_old - m), p = exp(x - m); O += P V, v's rows read with
-`ldmatrix.x4.trans`. After the last block each output is O / l through the epilogue. Under
-a causal mask the walk stops after the last key the workgroup's rows keep (`causal_end`);
-the blocks it crosses are masked by f itself.
+Per block of keys (first the blocks of 64 keys, with no guard, then the last, partly past
+the keys, where it is not proven whole): its rows of k and v copied into workgroup memory
+(`cp.async` of packed pairs; rows past the keys 0); S = q k.T, k's rows read with
+`ldmatrix.x4` (a key's pairs of d are B's pairs of k: no `.trans`); the epilogue f per score
+(-inf past the last key, its loads guarded); each row's max, the running max m grown to it,
+O and the lane's share of the row's sum l rescaled by exp(m_old - m), p = exp(x - m); O += P
+V, v's rows read with `ldmatrix.x4.trans`. After the last block each output is O / l through
+the epilogue. Under a causal mask the walk stops after the last key the workgroup's rows
+keep (`causal_end`); the blocks it crosses are masked by f itself.
 
 Workgroup memory: q's tile then k's (one array: q's fragments are in registers before k is
 staged) and v's, each row D / 2 (E / 2) words and 4 words of padding, which puts the 8
@@ -120,8 +121,17 @@ def fits(c: KernelContext) -> Operands | None:
 def build(c: KernelContext, operands: Operands) -> Built:
     """The launch (the module's docstring), `attention.build`'s on tensor cores."""
     heads = _MmaHeads(c, operands)
-    with c.body.for_("n0_", u32(0), heads.keys_end(), u32(KEYS), unroll=False) as n0:
-        heads.step(n0)
+    body, end = c.body, heads.keys_end()
+    if heads.n_b is None:
+        with body.for_("n0_", u32(0), end, u32(KEYS), unroll=False) as n0:
+            heads.step(n0, None)
+    else:
+        # the blocks of 64 keys, with no guard, then the last one, partly past the keys
+        whole = body.let(ibin("*", ibin("/", end, u32(KEYS)), u32(KEYS)), "whole")
+        with body.for_("n0_", u32(0), whole, u32(KEYS), unroll=False) as n0:
+            heads.step(n0, None)
+        with body.for_("n0_", whole, end, u32(KEYS), unroll=False) as n0:
+            heads.step(n0, heads.n_b)
     heads.store()
     return (THREADS, 1, 1), heads.dispatch
 
@@ -188,7 +198,12 @@ class _MmaHeads:
             SharedArray(_V, "u32", KEYS * vs),
         ]
         self.causal = causal_reach(ev, self.x, self.first)
+        # what each thread stages of q, k and v (`stage`), computed before the loops
         self._spread: dict[int, tuple[Expr, Expr]] = {}
+        for words in sorted({d // 2, e // 2}):
+            w = body.let(ibin("%", t, u32(words)), "w")
+            self._spread[words] = (w, body.let(ibin("/", t, u32(words)), "wr"))
+        self._base = {x: batch_offset(c, ev.shape(x), batch, self.batch_axes) for x in operands[:3]}
         self.q_frags = self.load_q()
         inf, zero = lw.const(-lw.INF, "f32"), lw.const(0, "f32")
         self.top = [body.var(inf, "m") for _ in range(2)]  # rows g and g + 8's running max
@@ -208,13 +223,10 @@ class _MmaHeads:
         batch) into `array`, their pairs as words at a row stride of width / 2 + `PAD`
         (`cp.async` of 4 bytes; 0 past `bound`): thread t the words `t % (width / 2)` of
         rows `t / (width / 2)` + `128 / (width / 2)` i."""
-        c, body, width = self.c, self.body, shape[-1]
+        body, width = self.body, shape[-1]
         words = width // 2
-        if words not in self._spread:
-            w = body.let(ibin("%", self.t, u32(words)), "w")
-            self._spread[words] = (w, body.let(ibin("/", self.t, u32(words)), "wr"))
         w, row_in = self._spread[words]
-        base = batch_offset(c, shape, self.batch, self.batch_axes)
+        base = self._base[operand]
         start = body.let(ibin("+", base, ibin("*", ibin("+", first, row_in), u32(width))), "st")
         start = body.let(ibin("+", start, ibin("*", w, u32(2))), "st")
         slot0 = body.let(ibin("+", ibin("*", row_in, u32(words + PAD)), w), "sl")
@@ -245,11 +257,11 @@ class _MmaHeads:
         body.emit(Barrier())  # (k's rows take q's place)
         return frags
 
-    def step(self, n0: Expr) -> None:
-        """The block of keys from `n0`."""
+    def step(self, n0: Expr, bound: Expr | None) -> None:
+        """The block of keys from `n0`; keys from `bound` on (None: none) are past the last."""
         body, kind = self.body, self.ops.kind
-        self.stage(_QK, self.ops.k, self.kshape, n0, self.n_b)
-        self.stage(_V, self.ops.v, self.vshape, n0, self.n_b)
+        self.stage(_QK, self.ops.k, self.kshape, n0, bound)
+        self.stage(_V, self.ops.v, self.vshape, n0, bound)
         body.emit(WaitAsync())
         body.emit(Barrier())
         zero = lw.const(0, "f32")
@@ -262,7 +274,7 @@ class _MmaHeads:
                 body.emit(LoadMatrix(regs, _QK, at))
                 body.emit(MmaSync(tuple(scores[2 * jp]), a, regs[:2], kind))
                 body.emit(MmaSync(tuple(scores[2 * jp + 1]), a, regs[2:], kind))
-        xs = self.epilogue(n0, scores)
+        xs = self.epilogue(n0, scores, bound)
         ps = [[zero] * 4 for _ in range(KEYS // 8)]
         for h in range(2):
             row_x = [xs[j][2 * h + e] for j in range(KEYS // 8) for e in range(2)]
@@ -287,9 +299,9 @@ class _MmaHeads:
                 body.emit(MmaSync(tuple(self.accs[2 * jp + 1]), tuple(a), regs[2:], kind))
         body.emit(Barrier())
 
-    def epilogue(self, n0: Expr, scores: list[list[Var]]) -> list[list[Expr]]:
+    def epilogue(self, n0: Expr, scores: list[list[Var]], bound: Expr | None) -> list[list[Expr]]:
         """The softmax's inputs x = f(s) of this lane's scores, grid [j][2h + e] as the
-        accumulators: -inf past the last key; an f that loads (a mask input) evaluated
+        accumulators: -inf from key `bound` on; an f that loads (a mask input) evaluated
         only where the row and key are inside."""
         ev, body, first = self.ev, self.body, self.first
         inf = lw.const(-lw.INF, "f32")
@@ -299,7 +311,7 @@ class _MmaHeads:
             for h in range(2):
                 for e in range(2):
                     key = body.let(ibin("+", n0, ibin("+", self.q2, u32(8 * j + e))), "key")
-                    key_ok = None if self.n_b is None else Binary("<", key, self.n_b, "bool")
+                    key_ok = None if bound is None else Binary("<", key, bound, "bool")
                     idx = Idx(self.sshape, axes=[*self.batch_axes, self.rows[h], key])
                     score = scores[j][2 * h + e]
                     ev.overrides[first] = (idx.key, score)
