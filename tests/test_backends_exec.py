@@ -86,6 +86,10 @@ LOOSER: dict[tuple[str, str, str], tuple[float, float]] = {
     # ulp (2**-8 relative), and the second product over D = 447 terms carries it: ~1e-2
     # absolute on results of ~50, not a float32 rounding.
     ("half_kinds", "bf16_chain", "out"): (2e-2, 5e-2),
+    # The shim rounds the scores and the softmax to bfloat16 (2**-8 relative) before the
+    # second product; the fused launch keeps both in float32 (and rounds p to bfloat16 on
+    # PTX's tensor cores): outputs, means of v's rows that cancel to ~1e-2, move by ~2e-3.
+    ("tensor_cores_half", "attention_bf16", "out"): (2e-2, 4e-3),
 }
 
 

@@ -556,6 +556,126 @@ def test_a_wrong_half_fragment_layout_is_caught(what: str, edit, dims, tmp_path:
         _compare(manifest, actual, expected, "tensor_cores_half", "gated_f16", dims)
 
 
+# ---------------------------------------------------------------- attention on tensor cores
+
+
+def test_half_attention_runs_both_products_on_tensor_cores(tmp_path: Path) -> None:
+    """`softmax(q @ k.T * 0.125) @ v` over float16, D = 64: one launch whose blocks of 64 keys
+    each issue 32 `mma.sync` for S = q k.T (4 slices of d by 8 tiles of keys) and 32 for
+    O += P V (4 slices of keys by 8 tiles of columns); q's fragments read once (4
+    `ldmatrix.x4`), k's rows (16 `ldmatrix.x4`) and v's (16 `.trans`) per block, p packed
+    from the accumulators (16 words) with no store of the scores to workgroup memory. T is
+    symbolic: a loop over the whole blocks of keys, with no guard, then one for the last
+    block, partly past T, so each of those counts twice; the only `st.shared` are the zeros
+    of rows past T (16 words a thread of q's rows, and of the last block's k and v rows)."""
+    manifest = compiled_ptx("tensor_cores_half", "attention_f16", tmp_path)
+    validate_manifest(manifest)
+    assert [k["file"] for k in manifest["kernels"]] == ["attention_f16_0_attention.ptx"]
+    text = (tmp_path / manifest["kernels"][0]["file"]).read_text()
+    assert text.count(F16_MMA) == 2 * 64 and "fma.rn.f32 %f" in text  # (exp's)
+    assert text.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4 + 2 * 16
+    assert text.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 2 * 16
+    assert text.count("cvt.rn.f16x2.f32") == 2 * 16
+    stores = [line for line in text.splitlines() if "st.shared" in line]
+    assert len(stores) == 3 * 16 and all(line.endswith(", 0;") for line in stores)
+    # each row's max over the 4 lanes of its quad (two butterfly rounds, two rows) in each
+    # loop, and its sum after them
+    assert text.count("shfl.sync.bfly.b32") == 2 * 4 + 4
+    bf16 = compiled_ptx("tensor_cores_half", "attention_bf16", tmp_path / "bf16")
+    text = (tmp_path / "bf16" / bf16["kernels"][0]["file"]).read_text()
+    # D = 32, E = 16: 2 x 8 mma for S, 4 x 2 for O += P V, in each loop
+    assert text.count(BF16_MMA) == 2 * 24 and text.count("cvt.rn.bf16x2.f32") == 2 * 16
+
+
+@pytest.mark.parametrize(
+    ("function", "dims"),
+    [
+        # one block of keys, most of it past T, and rows past T
+        ("attention_f16", {"T": 37}),
+        # two blocks: the first's accumulators and sums rescaled by the second's max; the
+        # first whole (no guards), the second partly past T
+        ("attention_f16", {"T": 100}),
+        # two whole blocks, no partial one
+        ("attention_f16", {"T": 128}),
+        # the diagonal block masked, the block past it not loaded
+        ("causal_attention_f16", {"T": 37}),
+        ("causal_attention_f16", {"T": 100}),
+        ("causal_attention_f16", {"T": 130}),
+        # heads over a batch, v narrower than q and k
+        ("attention_bf16", {"B": 2, "T": 70}),
+    ],
+)
+def test_half_attention_on_tensor_cores_matches_the_shim(
+    function: str, dims: dict[str, int], tmp_path: Path
+) -> None:
+    manifest = compiled_ptx("tensor_cores_half", function, tmp_path)
+    assert "mma.sync" in (tmp_path / manifest["kernels"][0]["file"]).read_text()
+    actual, inputs = _run(tmp_path, manifest, dims, 7)
+    expected = shim_reference(KERNELS / "tensor_cores_half.py", function, inputs, dims, None)
+    _compare(manifest, actual, expected, "tensor_cores_half", function, dims)
+
+
+def test_causal_half_attention_skips_the_blocks_past_the_diagonal(tmp_path: Path) -> None:
+    manifest = compiled_ptx("tensor_cores_half", "causal_attention_f16", tmp_path)
+    (skipped,) = manifest["kernels"][0]["work_skipped"]
+    assert skipped["work"].startswith("every step for the blocks of 64 keys from key r + 64")
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        # v's key-major rows read untransposed: V[e][key] in place of V[key][e]
+        lambda t: t.replace(".x4.trans.shared", ".x4.shared"),
+        # keys 2q and 2q + 1 of p exchanged as they are packed into P's A fragment
+        lambda t: re.sub(
+            r"cvt\.rn\.f16x2\.f32 (%r\d+), (%f\d+), (%f\d+)", r"cvt.rn.f16x2.f32 \1, \3, \2", t
+        ),
+        # each row's max and sum over one lane's 16 scores of the row, not its quad's 64
+        lambda t: re.sub(
+            r"shfl\.sync\.bfly\.b32 (%f\d+), (%f\d+), \d+, 0x1f, 0xffffffff;", r"mov.b32 \1, \2;", t
+        ),
+    ],
+    ids=["v untransposed", "p pairs swapped", "no quad exchange"],
+)
+def test_a_wrong_half_attention_is_caught(edit, tmp_path: Path) -> None:
+    manifest = compiled_ptx("tensor_cores_half", "attention_f16", tmp_path)
+    path = tmp_path / manifest["kernels"][0]["file"]
+    text = path.read_text()
+    edited = edit(text)
+    assert edited != text, "the mutation changed nothing"
+    path.write_text(edited)
+    dims = {"T": 100}
+    actual, inputs = _run(tmp_path, manifest, dims, 7)
+    expected = shim_reference(KERNELS / "tensor_cores_half.py", "attention_f16", inputs, dims, None)
+    with pytest.raises(AssertionError, match="values differ"):
+        _compare(manifest, actual, expected, "tensor_cores_half", "attention_f16", dims)
+
+
+def test_half_attention_of_a_symbolic_head_dim_keeps_scalar_products() -> None:
+    """Fragments are registers: only a literal head dim (a multiple of 16, at most 128) takes
+    the tensor cores; another float16 attention is the scalar launch, and other backends'
+    attention has no `mma.sync`."""
+    source = (
+        "from mimir.array import Dim, Tensor, float16, gpu\n"
+        'T = Dim("T")\nD = Dim("D", max=128)\n\n\n'
+        "@gpu\n"
+        "def att(\n"
+        "    q: Tensor[float16, T, D], k: Tensor[float16, T, D], v: Tensor[float16, T, D]\n"
+        ") -> Tensor[float16, T, D]:\n"
+        "    return (q @ k.T).softmax() @ v\n"
+    )
+    result = compile_source("att.py", source, ["ptx"], function="att")
+    assert result.ok, result.diagnostics
+    manifest = json.loads(result.files["att.manifest.json"])
+    assert [k["file"] for k in manifest["kernels"]] == ["att_0_attention.ptx"]
+    assert "mma.sync" not in result.files["att_0_attention.ptx"]
+    path = KERNELS / "tensor_cores_half.py"
+    result = compile_source(str(path), path.read_text(), ["all"], function="attention_f16")
+    assert result.ok, result.diagnostics
+    for name, content in result.files.items():
+        assert ("mma.sync" in str(content)) == (name == "ptx/attention_f16_0_attention.ptx")
+
+
 # ---------------------------------------------------------------- ldmatrix in the interpreter
 
 # 32 threads: thread t stores row t (the 8 halves 8t .. 8t + 7) at the permuted slot

@@ -41,7 +41,7 @@ from mimir.codegen.passes.contract import contract
 from mimir.codegen.passes.workgroup_memory import to_workgroup_memory
 from mimir.codegen.refusal import BACKEND_CANNOT_EMIT, LAUNCH_ORDER, RefusalError
 from mimir.codegen.schedule import Schedule, schedule
-from mimir.codegen.schedule.plan import Matmul
+from mimir.codegen.schedule.plan import Attention, Matmul
 from mimir.diagnostics.diagnostic import Diagnostic, Span
 from mimir.parse.depth import on_deep_stack
 from mimir.parse.spans import read_source
@@ -271,11 +271,11 @@ class _Builds:
         if order != sorted(order):
             s = replace(s, plans=launch_order.reorder(s.plans, order))
             irs = launch_order.reorder(irs, order)
-        # PTX's own build: its matmuls on tensor cores (`mma.sync`: float16 and bfloat16
-        # operands, float32 ones under `precision="tf32"`); MSL's: float32 accumulations on
-        # simdgroup matrices. Each where any multiplies there.
+        # PTX's own build: its matmuls (and half attention) on tensor cores (`mma.sync`:
+        # float16 and bfloat16 operands, float32 ones under `precision="tf32"`); MSL's:
+        # float32 accumulations on simdgroup matrices. Each where any multiplies there.
         own: dict[str, list[Kernel]] = {}
-        if any(isinstance(p, Matmul) for p in s.plans):
+        if any(isinstance(p, (Matmul, Attention)) for p in s.plans):
             for name, flags, unit in _MATRIX_UNITS:
                 if name not in self.names:
                     continue

@@ -3,14 +3,20 @@
 accumulators), with no `precision=`: a product of two halves is exact in float32, so only
 the order of the float32 additions differs from the shim's (within the dot-product
 tolerance). MSL, WGSL and SPIR-V compute the same products with scalar float32 FMAs.
+
+Attention over halves is one launch whose two products run on the same tensor cores on
+PTX (`kernels.attention_mma`): the scores and the output accumulate in float32, the
+softmax's probabilities are rounded to the inputs' type for the second product (within
+the half tolerance).
 """
 
-from mimir.array import Dim, Tensor, bfloat16, einsum, float16, float32, gpu
+from mimir.array import Dim, Tensor, arange, bfloat16, einsum, float16, float32, gpu, where
 
 M = Dim("M")
 N = Dim("N")
 K = Dim("K")
 B = Dim("B", max=4)
+T = Dim("T")
 
 
 @gpu
@@ -35,3 +41,27 @@ def gated_f16(
     # both products in one launch (`schedule._paired_products`), each on tensor cores
     gate = x @ w_gate
     return gate * gate.sigmoid() * (x @ w_up)
+
+
+@gpu
+def attention_f16(
+    q: Tensor[float16, T, 64], k: Tensor[float16, T, 64], v: Tensor[float16, T, 64]
+) -> Tensor[float16, T, 64]:
+    return ((q @ k.T) * 0.125).softmax() @ v
+
+
+@gpu
+def attention_bf16(
+    q: Tensor[bfloat16, B, T, 32], k: Tensor[bfloat16, B, T, 32], v: Tensor[bfloat16, B, T, 16]
+) -> Tensor[bfloat16, B, T, 16]:
+    scores = (q @ k.transpose(0, 2, 1)) * 0.2
+    return scores.softmax(axis=-1) @ v
+
+
+@gpu
+def causal_attention_f16(
+    q: Tensor[float16, T, 64], k: Tensor[float16, T, 64], v: Tensor[float16, T, 64]
+) -> Tensor[float16, T, 64]:
+    scores = (q @ k.T) * 0.125
+    keep = arange(T)[:, None] >= arange(T)[None, :]
+    return where(keep, scores, -1e30).softmax() @ v

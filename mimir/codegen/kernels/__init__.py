@@ -95,7 +95,7 @@ def build(
     s: Schedule, index: int, tensor_cores: bool = False, simdgroup_matrices: bool = False
 ) -> Kernel:
     """The IR kernel for launch `index` of schedule `s`; with `tensor_cores` (a PTX build) a
-    matmul multiplies with `MmaSync` where `matmul.mma_kind` says, with `simdgroup_matrices`
+    matmul multiplies with `MmaSync` where `context.mma_kind` says, with `simdgroup_matrices`
     (an MSL build) on simdgroup matrices."""
     plan = s.plans[index]
     c = KernelContext(s, plan, tensor_cores, simdgroup_matrices)

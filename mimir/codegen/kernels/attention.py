@@ -34,9 +34,10 @@ from mimir.codegen.ir import (
     walk_expr,
     walk_statements,
 )
-from mimir.codegen.kernels.causal import causal_reach
+from mimir.codegen.kernels import attention_mma
+from mimir.codegen.kernels.causal import causal_end, causal_reach
 from mimir.codegen.kernels.context import Built, KernelContext
-from mimir.codegen.kernels.online import rescaled, running_max, stable_shift
+from mimir.codegen.kernels.online import rescale_factor, rescaled, running_max, stable_shift
 from mimir.codegen.kernels.staging import (
     VEC,
     all_below,
@@ -131,17 +132,8 @@ class _ScoreBlocks:
         if self.causal is None:
             return self.n_ir
         if self.end is None:
-            body, reach = self.c.body, self.causal.reach
-            last = body.let(ibin("+", self.row0, u32(ATT_ROWS + reach)), "reach")
-            kept = Binary("<", last, self.n_ir, "bool")
-            self.end = body.let(lw.select(kept, last, self.n_ir), "keys")
-            self.c.skipped.append(
-                (
-                    f"{work} the blocks of {ATT_KEYS} keys from key r + {ATT_ROWS + reach} "
-                    f"on, in the workgroup of rows r .. r + {ATT_ROWS - 1}",
-                    self.causal.proof,
-                )
-            )
+            causal, row0, n = self.causal, self.row0, self.n_ir
+            self.end = causal_end(self.c, causal, row0, ATT_ROWS, ATT_KEYS, n, work)
         return self.end
 
     def keys(self, n0: Expr, my_col: Expr) -> tuple[list[Expr], list[Expr | None]]:
@@ -231,7 +223,7 @@ def _online_step(
     threads, a `WarpReduce`; else over this thread's values), the running max `top` grown
     to it, p = exp(x - top) for this thread's 4 values (0 for a -inf), and its share
     `total` of the row's sum rescaled and added to. Returns the rescale factor
-    exp(m_old - m) (`_rescale`) and the p."""
+    exp(m_old - m) (`rescale_factor`) and the p."""
 
     body, f32 = c.body, "f32"
     inf, zero = lw.const(-lw.INF, f32), lw.const(0, f32)
@@ -239,7 +231,7 @@ def _online_step(
     if shared:
         block = body.let(WarpReduce("fmax", block, f32, ATT_SIDE), "bm")
     grown = body.let(running_max(top, block), "mn")
-    alpha = body.let(_rescale(top, grown), "alpha")
+    alpha = body.let(rescale_factor(top, grown), "alpha")
     row_p = []
     for x in xs:
         e_ = lw.call("exp", lw.bin_("-", x, grown))
@@ -248,15 +240,6 @@ def _online_step(
     body.emit(Assign(total, lw.bin_("+", lw.bin_("*", total, alpha), added)))
     body.emit(Assign(top, grown))
     return alpha, row_p
-
-
-def _rescale(old: Expr, new: Expr) -> Expr:
-    """exp(old - new), what a sum of exp(x - old) is multiplied by to become one of
-    exp(x - new) (new >= old): 1 while the max holds (also for two infinities), 0 from
-    -inf (nothing was summed)."""
-    inf, zero, one = lw.const(-lw.INF, "f32"), lw.const(0, "f32"), lw.const(1, "f32")
-    fresh = lw.select(lw.bin_("==", old, inf), zero, lw.call("exp", lw.bin_("-", old, new)))
-    return lw.select(lw.bin_("==", old, new), one, fresh)
 
 
 def build(c: KernelContext) -> Built:
@@ -288,8 +271,13 @@ def build(c: KernelContext) -> Built:
     (16 with WGSL's arrays for `WarpReduce`, WebGPU's limit). A score of -inf has p = 0 (a
     row of them all gives nan, as the softmax's 0 / 0 does); a softmax over no keys is
     refused by the checker (GPU024). Under a causal mask (`causal_reach`) the walk stops
-    after the last key the workgroup's rows keep."""
+    after the last key the workgroup's rows keep. A PTX build whose q, k and v are float16
+    or bfloat16 buffers of a literal head dim multiplies both products on tensor cores
+    instead (`attention_mma`)."""
 
+    operands = attention_mma.fits(c)
+    if operands is not None:  # float16 or bfloat16 tensor cores (PTX)
+        return attention_mma.build(c, operands)
     heads = _Heads(c)
     end = heads.scores.keys_end("every step for")
     with c.body.for_("n0_", u32(0), end, u32(ATT_KEYS), unroll=False) as n0:

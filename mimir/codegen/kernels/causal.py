@@ -5,7 +5,11 @@ from __future__ import annotations
 import operator
 from typing import Any, NamedTuple
 
+from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
+from mimir.codegen.builder import ibin, u32
+from mimir.codegen.ir import Binary, Expr
+from mimir.codegen.kernels.context import KernelContext
 from mimir.codegen.tensors import Evaluator
 
 # a fill at or below this makes a masked score's exp(fill - max) 0 for any row whose max
@@ -142,3 +146,24 @@ def causal_reach(ev: Evaluator, x: int, scores: int) -> CausalReach | None:
             f"{fill_text}"
         ),
     )
+
+
+def causal_end(
+    c: KernelContext, causal: CausalReach, row0: Expr, rows: int, keys: int, n: Expr, work: str
+) -> Expr:
+    """Where a walk over the keys in blocks of `keys` may stop for the workgroup of `rows`
+    rows from `row0` (`causal_reach`): past the last key its last row keeps, or past the
+    keys `n`; the manifest's `work_skipped` records `work` done only up to there (ending
+    "for"...)."""
+    body = c.body
+    last = body.let(ibin("+", row0, u32(rows + causal.reach)), "reach")
+    kept = Binary("<", last, n, "bool")
+    end = body.let(lw.select(kept, last, n), "keys")
+    c.skipped.append(
+        (
+            f"{work} the blocks of {keys} keys from key r + {rows + causal.reach} "
+            f"on, in the workgroup of rows r .. r + {rows - 1}",
+            causal.proof,
+        )
+    )
+    return end

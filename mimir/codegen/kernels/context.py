@@ -34,9 +34,10 @@ class KernelContext:
     """What one kernel's builder needs: the body, the evaluator and the schedule.
 
     `tensor_cores`: a PTX build, whose matmul launches multiply with `MmaSync` where
-    `matmul.mma_kind` says (float16 and bfloat16 operands; float32 ones of an
-    `@gpu(precision="tf32")` function). `simdgroup_matrices`: an MSL build, whose matmul
-    launches accumulate in float32 on 8 x 8 simdgroup matrices (`matmul._SimdgroupWarp`)."""
+    `mma_kind` says (float16 and bfloat16 operands; float32 ones of an
+    `@gpu(precision="tf32")` function), and whose attention launches over halves do too
+    (`attention_mma.fits`). `simdgroup_matrices`: an MSL build, whose matmul launches
+    accumulate in float32 on 8 x 8 simdgroup matrices (`matmul._SimdgroupWarp`)."""
 
     def __init__(
         self, s: Schedule, plan: Plan, tensor_cores: bool = False, simdgroup_matrices: bool = False
@@ -178,3 +179,22 @@ def row_width(count: Any, at_least: int = 0) -> int:
 def reg_dtype(dtype: DType) -> DType:
     """The dtype a value of `dtype` is computed in (float16, bfloat16 in f32 registers)."""
     return float32 if dtype in (float16, bfloat16) else dtype
+
+
+def mma_kind(c: KernelContext, left: int, *rights: int) -> str | None:
+    """The tensor cores a PTX build (`c.tensor_cores`) multiplies `left @ right` on (for
+    each right operand), into an f32 accumulator: "f16" or "bf16" when all operands are
+    buffers of that type (values exact in it: the products are exact, as the scalar path's
+    f32 products of them are), "tf32" for an `@gpu(precision="tf32")` function, else None
+    (scalar f32 products)."""
+    if not c.tensor_cores:
+        return None
+    ev = c.ev
+    operands = (left, *rights)
+    dtypes = {ev.dtype(x) for x in operands}
+    stored = all(
+        ev.resolve(x) in ev.buffers and ev.buffers[ev.resolve(x)] not in ev.wide for x in operands
+    )
+    if len(dtypes) == 1 and stored and dtypes <= {float16, bfloat16}:
+        return "f16" if dtypes == {float16} else "bf16"
+    return "tf32" if c.s.kernel.graph.kernel.precision == "tf32" else None

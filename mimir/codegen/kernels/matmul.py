@@ -43,7 +43,7 @@ from mimir.codegen.ir import (
     Var,
     WaitAsync,
 )
-from mimir.codegen.kernels.context import Built, KernelContext
+from mimir.codegen.kernels.context import Built, KernelContext, mma_kind
 from mimir.codegen.kernels.staging import (
     VEC,
     all_below,
@@ -54,7 +54,7 @@ from mimir.codegen.kernels.staging import (
     write_where,
 )
 from mimir.codegen.schedule.plan import Matmul
-from mimir.dtypes import bfloat16, float16
+from mimir.dtypes import float16
 
 TILE = 16  # threads per side of a matmul workgroup
 
@@ -523,25 +523,6 @@ FRAG_M = BLOCK // WARPS_M // MMA_M  # 16 x 8 tiles per warp along m (4) and n (4
 
 
 FRAG_N = BLOCK // WARPS_N // MMA_N
-
-
-def mma_kind(c: KernelContext, left: int, *rights: int) -> str | None:
-    """The tensor cores a PTX build (`c.tensor_cores`) multiplies `left @ right` on (for
-    each right operand), into an f32 accumulator: "f16" or "bf16" when all operands are
-    buffers of that type (values exact in it: the products are exact, as the scalar path's
-    f32 products of them are), "tf32" for an `@gpu(precision="tf32")` function, else None
-    (scalar f32 products)."""
-    if not c.tensor_cores:
-        return None
-    ev = c.ev
-    operands = (left, *rights)
-    dtypes = {ev.dtype(x) for x in operands}
-    stored = all(
-        ev.resolve(x) in ev.buffers and ev.buffers[ev.resolve(x)] not in ev.wide for x in operands
-    )
-    if len(dtypes) == 1 and stored and dtypes <= {float16, bfloat16}:
-        return "f16" if dtypes == {float16} else "bf16"
-    return "tf32" if c.s.kernel.graph.kernel.precision == "tf32" else None
 
 
 class _MmaWarp:

@@ -18,6 +18,15 @@ def running_max(m: Expr, v: Expr) -> Expr:
     return lw.call("max", m, v)
 
 
+def rescale_factor(old: Expr, new: Expr) -> Expr:
+    """exp(old - new), what a sum of exp(x - old) is multiplied by to become one of
+    exp(x - new) (new >= old): 1 while the max holds (also for two infinities), 0 from
+    -inf (nothing was summed)."""
+    inf, zero, one = lw.const(-lw.INF, "f32"), lw.const(0, "f32"), lw.const(1, "f32")
+    fresh = lw.select(lw.bin_("==", old, inf), zero, lw.call("exp", lw.bin_("-", old, new)))
+    return lw.select(lw.bin_("==", old, new), one, fresh)
+
+
 def block_total(c: KernelContext, value: Expr, op: str, width: int, name: str) -> Expr:
     """Combine every thread's `value` over the workgroup; the result, in every thread."""
     return group_total(c.body, c.shared, value, op, width, f"${name}")

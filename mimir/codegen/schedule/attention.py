@@ -23,7 +23,7 @@ from mimir.codegen.schedule.roots import FUSIBLE, op_kind
 from mimir.codegen.schedule.state import State
 from mimir.codegen.tensors import Evaluator
 from mimir.dims import Dim
-from mimir.dtypes import float32
+from mimir.dtypes import bfloat16, float16, float32
 
 # `softmax(q @ k.T) @ v` is one `attention` launch when v is proven at most this many
 # columns wide (`fuse_attention`): a workgroup holds up to 128 of them (4 x 8 outputs a
@@ -49,12 +49,13 @@ def _fuse_attention(
     buffers: list[BufferSpec],
     declared: dict[str, Dim],
 ) -> None:
-    """`softmax(f(a @ b)) @ v` over the last axis, float32 (attention: a = q, b = k.T, f a
-    scale and a causal mask), as one `attention` launch (`kernels.attention`) instead of
-    a matmul, a softmax and a matmul: the scores `a @ b` and their softmax are never
-    stored, each block of keys' scores is computed, exponentiated and multiplied by v's
-    rows in registers and workgroup memory (the online softmax of flash attention). Only
-    when the scores' epilogue and the softmax are each read by the next step alone (no
+    """`softmax(f(a @ b)) @ v` over the last axis, float32 or one half type (attention: a =
+    q, b = k.T, f a scale and a causal mask; halves read into float32 registers, the scores
+    and the softmax never rounded to the half type), as one `attention` launch
+    (`kernels.attention`) instead of a matmul, a softmax and a matmul: the scores `a @ b`
+    and their softmax are never stored, each block of keys' scores is computed,
+    exponentiated and multiplied by v's rows in registers and workgroup memory (the online
+    softmax of flash attention). Only when the scores' epilogue and the softmax are each read by the next step alone (no
     output, no other launch), the softmax has no epilogue, both products have the same
     batch axes, and v is proven at most `ATTENTION_COLUMNS` wide (a literal, or a dim's
     `max`: the head dims of FlashAttention's and Triton's kernels are compile-time
@@ -68,7 +69,7 @@ def _fuse_attention(
     and sum at the end, stored by the same launch (`Attention.lse`); the probabilities
     may then be spelled `(x - lse[:, None]).exp()` as well as `x.softmax(axis=-1)`. Only
     where the log-sum-exp's launch computes it alone and nothing else reads x or the
-    steps between (`_log_sum_exp`, `_private`)."""
+    steps between (`_log_sum_exp`, `_private`), and all in float32."""
     scratch = {b.name for b in buffers if b.role == "scratch"}
     by_node = {p.node: p for p in plans}
     products = (Matmul, Narrow)  # (v, or b, a parameter of at most 16 columns)
@@ -87,7 +88,10 @@ def _fuse_attention(
             continue
         operands = [*ev.node(scores.root)["inputs"][:2], ev.node(second.root)["inputs"][1]]
         values = [*operands, scores.root, x, soft, second.root, *([] if lse is None else [lse])]
-        if any(ev.dtype(ev.resolve(n)) != float32 for n in values):
+        dtypes = {ev.dtype(ev.resolve(n)) for n in values}
+        # halves: one type throughout; a log-sum-exp beside the output only in float32
+        allowed = {float32} if lse is not None else {float32, float16, bfloat16}
+        if len(dtypes) != 1 or not dtypes <= allowed:
             continue
         batch = [sz.key(s) for s in ev.shape(scores.root)[:-2]]
         if [sz.key(s) for s in ev.shape(second.root)[:-2]] != batch:

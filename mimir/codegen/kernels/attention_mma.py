@@ -1,0 +1,375 @@
+"""The `attention` launch on float16 or bfloat16 tensor cores (PTX): `softmax(f(q @ k.T)) @ v`
+with both products `MmaSync`s of 16 x 8 x 16 into float32 accumulators, as FlashAttention-2
+lays them out (`build`, where `fits` finds the operands).
+
+A workgroup of 4 warps owns `ROWS` (64) query rows, warp w rows `16 w` .. `16 w + 15`, and
+walks the keys `KEYS` (64) at a time. Lane l, with g = l / 4 and q = l % 4 (the PTX ISA's
+fragment layout, `MmaSync`), holds:
+
+- q's A fragments for its warp's rows, all D of them: D / 16 of 4 words, read once
+  (`ldmatrix.x4`, rows `+ 8` in matrix 1, d `+ 8` in matrix 2);
+- the block's scores S as 8 accumulator tiles of 16 x 8: tile j's are S[g][8j + 2q + e]
+  and S[g + 8][8j + 2q + e] (e < 2);
+- the output O as E / 8 such tiles: rows g and g + 8, columns 8j + 2q + e.
+
+The accumulator layout of m16n8k16 is its A layout: P's A fragment for keys 16t .. 16t + 15
+is tiles 2t and 2t + 1's accumulators, in that order, each p rounded to the half type
+(`PackHalves`, `cvt.rn`) in registers, with no trip through workgroup memory. A row's max
+and sum are over the 4 lanes of its quad (`WarpReduce` of 4 lanes: `shfl.sync`).
+
+Per block of keys (first the blocks of 64 keys, with no guard, then the last, partly past
+the keys, where it is not proven whole): its rows of k and v copied into workgroup memory
+(`cp.async` of packed pairs; rows past the keys 0); S = q k.T, k's rows read with
+`ldmatrix.x4` (a key's pairs of d are B's pairs of k: no `.trans`); the epilogue f per score
+(-inf past the last key, its loads guarded); each row's max, the running max m grown to it,
+O and the lane's share of the row's sum l rescaled by exp(m_old - m), p = exp(x - m); O += P
+V, v's rows read with `ldmatrix.x4.trans`. After the last block each output is O / l through
+the epilogue. Under a causal mask the walk stops after the last key the workgroup's rows
+keep (`causal_end`); the blocks it crosses are masked by f itself.
+
+Workgroup memory: q's tile then k's (one array: q's fragments are in registers before k is
+staged) and v's, each row D / 2 (E / 2) words and 4 words of padding, which puts the 8
+rows of an `ldmatrix` matrix on 8 distinct groups of 4 banks: 18 KiB for D = E = 64, 34 KiB
+for 128.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import NamedTuple
+
+from mimir.codegen import lower as lw
+from mimir.codegen import sizes as sz
+from mimir.codegen.builder import Idx, ibin, size_ir, u32
+from mimir.codegen.ir import (
+    WARP,
+    Assign,
+    Barrier,
+    Binary,
+    Builtin,
+    CopyAsync,
+    Expr,
+    Load,
+    LoadMatrix,
+    MmaSync,
+    PackHalves,
+    SharedArray,
+    Var,
+    WaitAsync,
+    WarpReduce,
+    walk_expr,
+    walk_statements,
+)
+from mimir.codegen.kernels.causal import causal_end, causal_reach
+from mimir.codegen.kernels.context import Built, KernelContext, mma_kind
+from mimir.codegen.kernels.online import rescale_factor, running_max
+from mimir.codegen.kernels.staging import all_true, batch_offset, exprs_of, write_where
+from mimir.codegen.schedule.layout import softmax_input
+from mimir.codegen.schedule.plan import Attention
+
+ROWS = 64  # query rows a workgroup owns, 16 a warp
+
+
+KEYS = 64  # keys it takes at each step: 8 accumulator tiles of 8
+
+
+THREADS = ROWS // 16 * WARP  # 4 warps
+
+
+PAD = 4  # words of padding after each staged row
+
+
+HEAD_DIMS = range(16, 129, 16)  # the literal head dims (of q and k, and of v) it takes
+
+
+class Operands(NamedTuple):
+    """The buffers an `attention` launch on tensor cores reads: q, k (whose transpose is
+    the scores' right operand) and v, and their type's tensor cores ("f16" or "bf16")."""
+
+    q: int
+    k: int
+    v: int
+    kind: str
+
+
+def fits(c: KernelContext) -> Operands | None:
+    """The operands of a PTX build's `attention` launch (`c.tensor_cores`) that can run on
+    half tensor cores: q, k and v buffers of one half type (`context.mma_kind`), the scores
+    `q @ k.T` (the transpose of k's last two axes), and q's and v's widths literals in
+    `HEAD_DIMS`; else None (the scalar launch)."""
+    if not c.tensor_cores or not isinstance(c.plan, Attention):
+        return None
+    ev = c.ev
+    q, right = (ev.resolve(n) for n in ev.node(c.plan.scores)["inputs"][:2])
+    v = ev.resolve(ev.node(c.plan.root)["inputs"][1])
+    spec = ev.spec(right)
+    if spec is None or spec.kind != "transpose":
+        return None
+    rank = len(ev.shape(right))
+    if list(ev.permutation(right)) != [*range(rank - 2), rank - 1, rank - 2]:
+        return None
+    k = ev.resolve(ev.node(right)["inputs"][0])
+    kind = mma_kind(c, q, k, v)
+    if kind not in ("f16", "bf16"):
+        return None
+    widths = [ev.shape(x)[-1] for x in (q, v)]
+    if not all(isinstance(w, int) and w in HEAD_DIMS for w in widths):
+        return None
+    return Operands(q, k, v, kind)
+
+
+def build(c: KernelContext, operands: Operands) -> Built:
+    """The launch (the module's docstring), `attention.build`'s on tensor cores."""
+    heads = _MmaHeads(c, operands)
+    body, end = c.body, heads.keys_end()
+    if heads.n_b is None:
+        with body.for_("n0_", u32(0), end, u32(KEYS), unroll=False) as n0:
+            heads.step(n0, None)
+    else:
+        # the blocks of 64 keys, with no guard, then the last one, partly past the keys
+        whole = body.let(ibin("*", ibin("/", end, u32(KEYS)), u32(KEYS)), "whole")
+        with body.for_("n0_", u32(0), whole, u32(KEYS), unroll=False) as n0:
+            heads.step(n0, None)
+        with body.for_("n0_", whole, end, u32(KEYS), unroll=False) as n0:
+            heads.step(n0, heads.n_b)
+    heads.store()
+    return (THREADS, 1, 1), heads.dispatch
+
+
+# the workgroup arrays: q's rows then each block's k rows, and each block's v rows
+_QK, _V = "$qk_tile", "$v_tile"
+
+
+class _MmaHeads:
+    """A workgroup's rows and this lane's fragments (`build`)."""
+
+    def __init__(self, c: KernelContext, operands: Operands) -> None:
+        assert isinstance(c.plan, Attention)
+        ev, body, plan = c.ev, c.body, c.plan
+        self.c, self.ev, self.body, self.ops = c, ev, body, operands
+        self.first, self.second = plan.scores, plan.root
+        self.x = ev.resolve(softmax_input(ev, plan.softmax)[0])
+        self.qshape, self.kshape = ev.shape(operands.q), ev.shape(operands.k)
+        self.vshape, self.oshape = ev.shape(operands.v), ev.shape(self.second)
+        self.sshape = ev.shape(self.first)
+        m, n = self.qshape[-2], self.kshape[-2]
+        self.d, self.e = d, e = self.qshape[-1], self.vshape[-1]
+        self.qk_stride, self.v_stride = d // 2 + PAD, e // 2 + PAD
+        self.batch = batch = self.oshape[:-2]
+        tm = sz.cdiv(m, ROWS)
+        self.dispatch, g = c.groups(sz.product([*batch, tm]))
+        row_tile = body.let(ibin("%", g, size_ir(tm)), "tile") if batch else g
+        flat_batch = body.let(ibin("/", g, size_ir(tm)), "b") if batch else u32(0)
+        self.batch_axes = Idx(batch, flat=flat_batch).axes(body) if batch else []
+        self.row0 = body.let(ibin("*", row_tile, u32(ROWS)), "row")
+        self.n_ir = size_ir(n)
+        # a bound needs no guard when its size is proven a multiple of the block
+        self.m_b = None if c.multiple(m, ROWS, f"row < {sz.manifest_text(m)}") else size_ir(m)
+        self.n_b = None if c.multiple(n, KEYS, f"key < {sz.manifest_text(n)}") else self.n_ir
+        self.t = t = Builtin("local_x")
+        warp = body.let(ibin("/", t, u32(WARP)), "warp")
+        lane = body.let(ibin("%", t, u32(WARP)), "lane")
+        g_ = body.let(ibin("/", lane, u32(4)), "g")
+        self.q2 = body.let(ibin("*", ibin("%", lane, u32(4)), u32(2)), "q2")
+        # the row this lane addresses for `ldmatrix`: row `l % 8` of matrix `l / 8`, whose
+        # bit 0 is 8 more rows (q, v's keys) or d (k), bit 1 8 more d (q), keys (k) or
+        # columns (v)
+        mat = body.let(ibin("/", lane, u32(8)), "mat")
+        r = body.let(ibin("%", lane, u32(8)), "r")
+        bit0 = body.let(ibin("%", mat, u32(2)), "lo")
+        bit1 = body.let(ibin("/", mat, u32(2)), "hi")
+        qs, vs = self.qk_stride, self.v_stride
+        q_row = ibin("+", ibin("*", warp, u32(16)), ibin("+", r, ibin("*", bit0, u32(8))))
+        q_at = ibin("+", ibin("*", q_row, u32(qs)), ibin("*", bit1, u32(4)))
+        self.q_at = body.let(q_at, "fq")
+        k_row = ibin("+", r, ibin("*", bit1, u32(8)))
+        self.k_at = body.let(ibin("+", ibin("*", k_row, u32(qs)), ibin("*", bit0, u32(4))), "fk")
+        v_row = ibin("+", r, ibin("*", bit0, u32(8)))
+        self.v_at = body.let(ibin("+", ibin("*", v_row, u32(vs)), ibin("*", bit1, u32(4))), "fv")
+        # this lane's rows of the scores and the output: g and g + 8 of its warp's
+        mine = ibin("+", self.row0, ibin("+", ibin("*", warp, u32(16)), g_))
+        self.rows = [body.let(ibin("+", mine, u32(8 * h)), "row") for h in range(2)]
+        self.row_ok = [
+            None if self.m_b is None else body.let(Binary("<", r_, self.m_b, "bool"), "rok")
+            for r_ in self.rows
+        ]
+        c.shared += [
+            SharedArray(_QK, "u32", ROWS * qs),
+            SharedArray(_V, "u32", KEYS * vs),
+        ]
+        self.causal = causal_reach(ev, self.x, self.first)
+        # what each thread stages of q, k and v (`stage`), computed before the loops
+        self._spread: dict[int, tuple[Expr, Expr]] = {}
+        for words in sorted({d // 2, e // 2}):
+            w = body.let(ibin("%", t, u32(words)), "w")
+            self._spread[words] = (w, body.let(ibin("/", t, u32(words)), "wr"))
+        self._base = {x: batch_offset(c, ev.shape(x), batch, self.batch_axes) for x in operands[:3]}
+        self.q_frags = self.load_q()
+        inf, zero = lw.const(-lw.INF, "f32"), lw.const(0, "f32")
+        self.top = [body.var(inf, "m") for _ in range(2)]  # rows g and g + 8's running max
+        self.sums = [body.var(zero, "l") for _ in range(2)]  # this lane's share of their sums
+        self.accs = [[body.var(zero, "acc") for _ in range(4)] for _ in range(e // 8)]
+
+    def keys_end(self) -> Expr:
+        if self.causal is None:
+            return self.n_ir
+        work = "every step for"
+        return causal_end(self.c, self.causal, self.row0, ROWS, KEYS, self.n_ir, work)
+
+    def stage(
+        self, array: str, operand: int, shape: tuple, first: Expr, bound: Expr | None
+    ) -> None:
+        """Rows `first` .. `first + 63` of `operand` (a matrix of `shape`, this workgroup's
+        batch) into `array`, their pairs as words at a row stride of width / 2 + `PAD`
+        (`cp.async` of 4 bytes; 0 past `bound`): thread t the words `t % (width / 2)` of
+        rows `t / (width / 2)` + `128 / (width / 2)` i."""
+        body, width = self.body, shape[-1]
+        words = width // 2
+        w, row_in = self._spread[words]
+        base = self._base[operand]
+        start = body.let(ibin("+", base, ibin("*", ibin("+", first, row_in), u32(width))), "st")
+        start = body.let(ibin("+", start, ibin("*", w, u32(2))), "st")
+        slot0 = body.let(ibin("+", ibin("*", row_in, u32(words + PAD)), w), "sl")
+        apart = THREADS // words
+        buffer = self.ev.buffers[operand]
+        for i in range(ROWS // apart):
+            row = ibin("+", ibin("+", first, row_in), u32(apart * i))
+            ok = None if bound is None else Binary("<", row, bound, "bool")
+            flat = ibin("+", start, u32(apart * i * width))
+            slot = ibin("+", slot0, u32(apart * i * (words + PAD)))
+            if self.ops.kind == "f16":
+                body.emit(CopyAsync(array, slot, Load(buffer, flat, "f16"), ok, pair=True))
+            else:  # a bfloat16 buffer is u32 words of two already
+                word = Load(buffer, ibin("/", flat, u32(2)), "u32")
+                body.emit(CopyAsync(array, slot, word, ok))
+
+    def load_q(self) -> list[tuple[Var, ...]]:
+        """q's rows staged, and this lane's A fragments of them read, once."""
+        body = self.body
+        self.stage(_QK, self.ops.q, self.qshape, self.row0, self.m_b)
+        body.emit(WaitAsync())
+        body.emit(Barrier())
+        frags = []
+        for kk in range(self.d // 16):
+            regs = tuple(body.fresh("qa", "u32") for _ in range(4))
+            body.emit(LoadMatrix(regs, _QK, ibin("+", self.q_at, u32(8 * kk))))
+            frags.append(regs)
+        body.emit(Barrier())  # (k's rows take q's place)
+        return frags
+
+    def step(self, n0: Expr, bound: Expr | None) -> None:
+        """The block of keys from `n0`; keys from `bound` on (None: none) are past the last."""
+        body, kind = self.body, self.ops.kind
+        self.stage(_QK, self.ops.k, self.kshape, n0, bound)
+        self.stage(_V, self.ops.v, self.vshape, n0, bound)
+        body.emit(WaitAsync())
+        body.emit(Barrier())
+        zero = lw.const(0, "f32")
+        scores = [[body.var(zero, "s") for _ in range(4)] for _ in range(KEYS // 8)]
+        qs = self.qk_stride
+        for kk, a in enumerate(self.q_frags):
+            for jp in range(KEYS // 16):
+                regs = tuple(body.fresh("kb", "u32") for _ in range(4))
+                at = ibin("+", self.k_at, u32(16 * jp * qs + 8 * kk))
+                body.emit(LoadMatrix(regs, _QK, at))
+                body.emit(MmaSync(tuple(scores[2 * jp]), a, regs[:2], kind))
+                body.emit(MmaSync(tuple(scores[2 * jp + 1]), a, regs[2:], kind))
+        xs = self.epilogue(n0, scores, bound)
+        ps = [[zero] * 4 for _ in range(KEYS // 8)]
+        for h in range(2):
+            row_x = [xs[j][2 * h + e] for j in range(KEYS // 8) for e in range(2)]
+            alpha, row_p = self.online(row_x, h)
+            for j in range(KEYS // 8):
+                ps[j][2 * h], ps[j][2 * h + 1] = row_p[2 * j], row_p[2 * j + 1]
+            for acc in self.accs:
+                for e in range(2):
+                    body.emit(Assign(acc[2 * h + e], lw.bin_("*", acc[2 * h + e], alpha)))
+        for t in range(KEYS // 16):
+            a = []
+            for j in (2 * t, 2 * t + 1):
+                for h in range(2):
+                    word = body.fresh("pa", "u32")
+                    body.emit(PackHalves(word, ps[j][2 * h], ps[j][2 * h + 1], kind))
+                    a.append(word)
+            for jp in range(self.e // 16):
+                regs = tuple(body.fresh("vb", "u32") for _ in range(4))
+                at = ibin("+", self.v_at, u32(16 * t * self.v_stride + 8 * jp))
+                body.emit(LoadMatrix(regs, _V, at, trans=True))
+                body.emit(MmaSync(tuple(self.accs[2 * jp]), tuple(a), regs[:2], kind))
+                body.emit(MmaSync(tuple(self.accs[2 * jp + 1]), tuple(a), regs[2:], kind))
+        body.emit(Barrier())
+
+    def epilogue(self, n0: Expr, scores: list[list[Var]], bound: Expr | None) -> list[list[Expr]]:
+        """The softmax's inputs x = f(s) of this lane's scores, grid [j][2h + e] as the
+        accumulators: -inf from key `bound` on; an f that loads (a mask input) evaluated
+        only where the row and key are inside."""
+        ev, body, first = self.ev, self.body, self.first
+        inf = lw.const(-lw.INF, "f32")
+        xs: list[list[Expr]] = []
+        for j in range(KEYS // 8):
+            tile_x: list[Expr] = []
+            for h in range(2):
+                for e in range(2):
+                    key = body.let(ibin("+", n0, ibin("+", self.q2, u32(8 * j + e))), "key")
+                    key_ok = None if bound is None else Binary("<", key, bound, "bool")
+                    idx = Idx(self.sshape, axes=[*self.batch_axes, self.rows[h], key])
+                    score = scores[j][2 * h + e]
+                    ev.overrides[first] = (idx.key, score)
+                    with body.block() as trial:
+                        value = ev.at(self.x, idx)
+                    exprs = [x for st in walk_statements(trial) for x in exprs_of(st)]
+                    loads = any(isinstance(x, Load) for x in [*exprs, *walk_expr(value)])
+                    if not loads:
+                        for st in trial:
+                            body.emit(st)
+                        value = value if key_ok is None else lw.select(key_ok, value, inf)
+                        tile_x.append(body.let(value, "x"))
+                        continue
+                    xv = body.var(inf, "x")
+                    cond = all_true([self.row_ok[h], key_ok])
+                    with body.if_(cond) if cond is not None else contextlib.nullcontext():
+                        ev.overrides[first] = (idx.key, score)
+                        body.emit(Assign(xv, ev.at(self.x, idx)))
+                    tile_x.append(xv)
+            xs.append(tile_x)
+        del ev.overrides[first]
+        return xs
+
+    def online(self, row_x: list[Expr], h: int) -> tuple[Expr, list[Expr]]:
+        """Row g + 8h's step of the online softmax over this lane's 16 values of the block:
+        the block's max over the quad, the running max grown to it, the rescale factor
+        exp(m_old - m) (returned), p = exp(x - m) (0 for a -inf; returned) and the lane's
+        share of the row's sum rescaled and added to."""
+        body, f32 = self.body, "f32"
+        inf, zero = lw.const(-lw.INF, f32), lw.const(0, f32)
+        block = row_x[0]
+        for x in row_x[1:]:
+            block = running_max(block, x)
+        block = body.let(WarpReduce("fmax", body.let(block, "bm"), f32, 4), "bm")
+        top, total = self.top[h], self.sums[h]
+        grown = body.let(running_max(top, block), "mn")
+        alpha = body.let(rescale_factor(top, grown), "alpha")
+        row_p = []
+        for x in row_x:
+            e_ = lw.call("exp", lw.bin_("-", x, grown))
+            row_p.append(body.let(lw.select(lw.bin_("!=", x, inf), e_, zero), "p"))
+        added: Expr = row_p[0]
+        for p in row_p[1:]:
+            added = lw.bin_("+", added, p)
+        body.emit(Assign(total, lw.bin_("+", lw.bin_("*", total, alpha), added)))
+        body.emit(Assign(top, grown))
+        return alpha, row_p
+
+    def store(self) -> None:
+        """Each output: its accumulator over the row's sum (the quad's shares added),
+        through the epilogue, where the row is inside (v's columns all are)."""
+        body, one = self.body, lw.const(1, "f32")
+        for h in range(2):
+            total = body.let(WarpReduce("add", self.sums[h], "f32", 4), "l")
+            inv = body.let(lw.bin_("/", one, total), "inv")
+            for j, acc in enumerate(self.accs):
+                for e in range(2):
+                    col = ibin("+", self.q2, u32(8 * j + e))
+                    idx = Idx(self.oshape, axes=[*self.batch_axes, self.rows[h], col])
+                    value = body.let(lw.bin_("*", acc[2 * h + e], inv), "o")
+                    write_where(self.c, self.row_ok[h], idx, value)
