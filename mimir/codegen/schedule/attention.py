@@ -55,13 +55,13 @@ def _fuse_attention(
     (`kernels.attention`) instead of a matmul, a softmax and a matmul: the scores `a @ b`
     and their softmax are never stored, each block of keys' scores is computed,
     exponentiated and multiplied by v's rows in registers and workgroup memory (the online
-    softmax of flash attention). Only when the scores' epilogue and the softmax are each read by the next step alone (no
-    output, no other launch), the softmax has no epilogue, both products have the same
-    batch axes, and v is proven at most `ATTENTION_COLUMNS` wide (a literal, or a dim's
-    `max`: the head dims of FlashAttention's and Triton's kernels are compile-time
-    constants too): a workgroup owns all of them (up to 128: 4 x 8 outputs a thread) and
-    computes its rows' scores once; a wider v would need a workgroup per 128 columns,
-    each computing the scores again, or more registers than a thread has.
+    softmax of flash attention). Only when the scores' epilogue and the softmax are each
+    read by the next step alone (no output, no other launch), the softmax has no epilogue,
+    both products have the same batch axes, and v is proven at most `ATTENTION_COLUMNS` wide
+    (a literal, or a dim's `max`: the head dims of FlashAttention's and Triton's kernels are
+    compile-time constants too): a workgroup owns all of them (up to 128: 4 x 8 outputs a
+    thread) and computes its rows' scores once; a wider v would need a workgroup per 128
+    columns, each computing the scores again, or more registers than a thread has.
 
     Each row's log-sum-exp of the softmax's input x (`m + log(sum(exp(x - m[:, None])))`,
     m = `x.max(axis=-1)`: FlashAttention-2's L, which its backward pass reads), returned
