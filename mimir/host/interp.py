@@ -34,7 +34,7 @@ from typing import Any, NoReturn
 from mimir.diagnostics.codes import REGISTRY
 from mimir.diagnostics.diagnostic import Diagnostic, Label
 from mimir.dims import Dim
-from mimir.host import api, kernel_calls, nn, pyops
+from mimir.host import api, hf_cache, kernel_calls, nn, pyops
 from mimir.host import torch_table as tt
 from mimir.host.annotations import read_host_annotation
 from mimir.host.coverage import KNOWN, PARTIAL, UNKNOWN_SHAPE, Coverage
@@ -62,6 +62,7 @@ from mimir.host.values import (
     UNKNOWN,
     ApiV,
     BoolV,
+    CacheV,
     ClassV,
     ConfigV,
     DictV,
@@ -519,6 +520,8 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             return self.super_attribute(base, attr)
         if isinstance(base, DictV):
             return MethodV(base, attr)
+        if isinstance(base, CacheV):
+            return hf_cache.attribute(base, attr)
         if isinstance(base, TupleV) and attr in ("values", "indices") and len(base.items) == 2:
             return base.items[attr == "indices"]  # the named tuple `x.max(dim=1)` returns
         if isinstance(base, (TupleV, LoaderV, Dataset)):
@@ -973,6 +976,8 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             return NoneV()
         if isinstance(r, LayerV) and f.name == "forward":
             return self.apply(r, args, kwargs, self._node)
+        if isinstance(r, CacheV):
+            return hf_cache.method(r, f.name, args, kwargs)
         if isinstance(r, DictV) or (isinstance(r, LayerV) and r.kind == "ModuleDict"):
             named = r.items if isinstance(r, DictV) else r.named
             if f.name == "items":
