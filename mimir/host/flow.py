@@ -166,3 +166,30 @@ def as_load(target: ast.expr) -> ast.expr:
 
 def decorator_name(d: ast.expr) -> str | None:
     return d.id if isinstance(d, ast.Name) else None
+
+
+_READS = frozenset({"get", "keys", "items", "values", "pop", "copy"})  # none adds a keyword
+
+
+def unseen_keywords(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> frozenset[str]:
+    """The keywords `fn`'s own `**name` can never hold when it is passed on as it came:
+    the names of `fn`'s parameters that a keyword can give (Python binds those to the
+    parameters). Empty when `name` is not `fn`'s `**` parameter, or when `fn` may rebind it
+    or add to it (any use but `**name` in a call or a read such as `name.get(...)`)."""
+    if fn.args.kwarg is None or fn.args.kwarg.arg != name:
+        return frozenset()
+    allowed: set[int] = set()
+    for n in ast.walk(fn):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and n is not fn:
+            a = n.args
+            every = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+            if any(p is not None and p.arg == name for p in every):
+                return frozenset()  # a nested function's own parameter of that name
+        if isinstance(n, ast.keyword) and n.arg is None and isinstance(n.value, ast.Name):
+            allowed.add(id(n.value))
+        if isinstance(n, ast.Attribute) and n.attr in _READS and isinstance(n.value, ast.Name):
+            allowed.add(id(n.value))
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and n.id == name and id(n) not in allowed:
+            return frozenset()
+    return frozenset(p.arg for p in [*fn.args.args, *fn.args.kwonlyargs])

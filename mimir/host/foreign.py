@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mimir.host import hf_cache
 from mimir.host.flow import aliases
-from mimir.host.values import UNKNOWN
+from mimir.host.values import UNKNOWN, ApiV
 from mimir.parse.module import ModuleInfo, read_module, walk_statements
 from mimir.parse.spans import SourceFile
 from mimir.project.index import parsed_once
@@ -80,13 +81,20 @@ class Foreign:
 
     def imported_name(self, stmt: ast.ImportFrom, name: str) -> Any:
         """What `from m import name` binds: `m`'s `name`, read when first used (UNKNOWN
-        when `m` is not in the project or lies too deep)."""
+        when `m` is not in the project or lies too deep); a cache class of transformers is
+        the table's (`mimir.host.hf_cache`), wherever it is read from."""
+        table = hf_cache.imported(stmt.module, stmt.level, name, None)
+        if table is not None:
+            return ApiV(table)
         try:
             target = resolve_module(Path(self.src.path).resolve(), stmt.module, stmt.level, ())
         except (OSError, ValueError):
             return UNKNOWN
         if target.path is None:
             return UNKNOWN
+        table = hf_cache.imported(stmt.module, stmt.level, name, target.path)
+        if table is not None:
+            return ApiV(table)
         depth = self._here_depth() + (target.path.name != "__init__.py")
         if depth > MAX_DEPTH:
             return UNKNOWN

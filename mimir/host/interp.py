@@ -34,7 +34,7 @@ from typing import Any, NoReturn
 from mimir.diagnostics.codes import REGISTRY
 from mimir.diagnostics.diagnostic import Diagnostic, Label
 from mimir.dims import Dim
-from mimir.host import api, kernel_calls, nn, pyops
+from mimir.host import api, hf_cache, kernel_calls, nn, pyops
 from mimir.host import torch_table as tt
 from mimir.host.annotations import read_host_annotation
 from mimir.host.coverage import KNOWN, PARTIAL, UNKNOWN_SHAPE, Coverage
@@ -48,6 +48,7 @@ from mimir.host.flow import (
     segment,
     truth_of,
     uninformative,
+    unseen_keywords,
 )
 from mimir.host.foreign import Foreign, LazyName
 from mimir.host.library_calls import OPEN, Dataset, Library
@@ -62,6 +63,7 @@ from mimir.host.values import (
     UNKNOWN,
     ApiV,
     BoolV,
+    CacheV,
     ClassV,
     ConfigV,
     DictV,
@@ -519,6 +521,8 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             return self.super_attribute(base, attr)
         if isinstance(base, DictV):
             return MethodV(base, attr)
+        if isinstance(base, CacheV):
+            return hf_cache.attribute(base, attr)
         if isinstance(base, TupleV) and attr in ("values", "indices") and len(base.items) == 2:
             return base.items[attr == "indices"]  # the named tuple `x.max(dim=1)` returns
         if isinstance(base, (TupleV, LoaderV, Dataset)):
@@ -817,7 +821,14 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
                 or isinstance(func, ObjectV)
                 and self._method(func.cls, "forward") is not None
             ):
-                kwargs[OPEN] = True  # `block(h, **kwargs)`: what it does not name is unknown
+                # `block(h, **kwargs)`: what it does not name is unknown, but for the
+                # keywords the running function's own `**kwargs` can never hold
+                unseen = self._unseen_keywords(kw.value)
+                before = kwargs.get(OPEN)
+                if before is None:
+                    kwargs[OPEN] = unseen or True
+                elif before is not True:
+                    kwargs[OPEN] = (before & unseen) or True
             else:
                 return self._unknown_call(node, func, args)
         if inputs is not None:
@@ -848,6 +859,12 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
         if result is UNKNOWN and len(self.found) == reported:  # not unknown because refuted
             self._unknown_call(node, func, args)
         return result
+
+    def _unseen_keywords(self, node: ast.expr) -> frozenset[str]:
+        """For `**kwargs` passed on by the function running, the keywords it cannot hold."""
+        if not isinstance(node, ast.Name) or not self._current:
+            return frozenset()
+        return unseen_keywords(self._current[-1][0], node.id)
 
     def _forget_lists(self, node: ast.Call, func: Any, env: dict) -> None:
         """A list passed to a function the interpreter runs or cannot see may be changed."""
@@ -973,6 +990,8 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             return NoneV()
         if isinstance(r, LayerV) and f.name == "forward":
             return self.apply(r, args, kwargs, self._node)
+        if isinstance(r, CacheV):
+            return hf_cache.method(r, f.name, args, kwargs)
         if isinstance(r, DictV) or (isinstance(r, LayerV) and r.kind == "ModuleDict"):
             named = r.items if isinstance(r, DictV) else r.named
             if f.name == "items":
@@ -1033,7 +1052,8 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             self._memo[memo] = UNKNOWN  # a recursive call meanwhile learns nothing
         env: dict[str, Any] = {}
         params = [*fn.args.posonlyargs, *fn.args.args]
-        open_ = bool(kwargs.pop(OPEN, False)) if args is not None else False
+        # True: unread keywords may give any parameter; a set: any but those named
+        open_ = kwargs.pop(OPEN, False) if args is not None else False
         positional = list(args or [])
         if f.owner is not None and params:
             env[params[0].arg] = f.owner
@@ -1053,7 +1073,7 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
                 value = positional[k]
             elif p.arg in kwargs:
                 value = kwargs[p.arg]
-            elif open_:
+            elif open_ is True or (open_ and p.arg not in open_):
                 value = UNKNOWN  # given by the keywords nobody can read, or its default
             elif args is None and overrides and p.arg in overrides:
                 value = overrides[p.arg]

@@ -12,7 +12,7 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
-from mimir.host import api, einops, nn, nn_spatial, pyops
+from mimir.host import api, einops, hf_cache, nn, nn_spatial, pyops
 from mimir.host import torch_table as tt
 from mimir.host.flow import segment
 from mimir.host.objects import BUILD_LAYER
@@ -137,6 +137,8 @@ class Library:
                 channels = tt.size_of(nn.param(layer, "num_channels"))
                 self.guard(node, lambda: nn_spatial.group_norm_built(self, groups, channels, text))
             return layer
+        if name.startswith(hf_cache.MODULE + "."):
+            return hf_cache.call(name)
         if name in ("torch.utils.data.TensorDataset",):
             return Dataset(list(args))
         if name == "torch.utils.data.DataLoader":

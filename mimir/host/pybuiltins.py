@@ -13,11 +13,13 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from mimir.host import hf_cache
 from mimir.host.values import (
     UNKNOWN,
     UNLISTED,
     ApiV,
     BoolV,
+    CacheV,
     ClassV,
     ConfigV,
     DictV,
@@ -174,6 +176,7 @@ class PyBuiltins:
                 return None
             # a class (`ACT2CLS["gelu"]`) or a library callable is no builtin container
             known = (IntV, FloatV, BoolV, StrV, TupleV, DictV, TensorV, NoneV, LayerV, ObjectV)
+            known += (CacheV,)
             if isinstance(value, (ClassV, ApiV)) and name[9:] in ("tuple", "list", "dict"):
                 return False
             if not isinstance(value, known):
@@ -185,6 +188,8 @@ class PyBuiltins:
             if isinstance(value, TensorV):
                 return (value.lib == "numpy") == (name == "numpy.ndarray")
             return False if isinstance(value, (IntV, FloatV, StrV, TupleV, NoneV)) else None
+        if isinstance(value, CacheV):
+            return hf_cache.is_instance(value, name)
         if name.startswith("torch.nn."):
             kind = name.rsplit(".", 1)[-1]
             if isinstance(value, LayerV):

@@ -20,6 +20,7 @@ from mimir.host.values import (
     UNKNOWN,
     ApiV,
     BoolV,
+    CacheV,
     ClassV,
     ConfigV,
     DictV,
@@ -56,6 +57,8 @@ def fingerprint(v: Any, depth: int = 0) -> Any:
         return ("I", None if v.sym is None else v.sym.term.get_id(), v.loose)
     if isinstance(v, BoolV):
         return ("B", v.value, None if v.term is None else v.term.get_id())
+    if isinstance(v, CacheV):
+        return ("Ca", v.kind)
     if isinstance(v, (StrV, FloatV, NoneV, DTypeV, ApiV)):
         return (type(v).__name__, getattr(v, "value", getattr(v, "name", None)))
     if isinstance(v, TupleV):

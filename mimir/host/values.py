@@ -156,6 +156,14 @@ class ObjectV:
 
 
 @dataclass(frozen=True)
+class CacheV:
+    """A key/value cache of transformers (`DynamicCache()`), by its class name: what its
+    `update` returns is a table's rule (`mimir.host.hf_cache`), not its code's."""
+
+    kind: str
+
+
+@dataclass(frozen=True)
 class SuperV:
     """`super()` inside a method of `cls`, bound to `obj`."""
 
