@@ -1,11 +1,12 @@
 """float16 and bfloat16 layers against NumPy, not only against the shim.
 
-The zoo compares every backend with the shim; this file checks that what both compute is
-the layer itself: a bfloat16 linear layer with a GELU epilogue, a bfloat16 RMS norm, a
-float16 matmul and float16 flash attention (causal too), run on WGSL and SPIR-V (wgpu) at
-odd sizes, against a float64 NumPy reference of the same math, within the rounding of the stored dtype (half an ulp of it,
-relative, plus the float32 accumulation's error; for attention, plus what rounding its
-scores and probabilities to that dtype, as the language does, can move an output).
+The zoo compares every backend with the shim; this file checks that what both compute is the
+layer itself: a bfloat16 linear layer with a GELU epilogue, a bfloat16 RMS norm, a float16
+matmul and float16 flash attention (causal too), run on WGSL and SPIR-V (wgpu) at odd sizes,
+against a float64 NumPy reference of the same math, within the rounding of the stored dtype
+(half an ulp of it, relative, plus the float32 accumulation's error; for attention, plus
+what rounding its scores and probabilities to that dtype, as the language does, can move an
+output).
 """
 
 from __future__ import annotations
