@@ -289,6 +289,9 @@ LOOSER = {
     ("scans", "flattened_half", "out"): (2e-3, 1e-3),
     ("scans", "prefix_sum", "out"): (1e-4, 1e-3),
     ("einsums", "einsum_bmm", "out"): (1e-4, 2e-4),
+    # the shim rounds bfloat16 attention's scores and softmax, the fused launch keeps them
+    # in float32: see test_backends_exec.LOOSER
+    ("tensor_cores_half", "attention_bf16", "out"): (2e-2, 4e-3),
 }
 
 
