@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
-from mimir.codegen.builder import Idx, ibin, size_ir, u32
+from mimir.codegen.builder import Body, Idx, ibin, size_ir, u32
 from mimir.codegen.ir import (
     MMA_HALF_SHAPE,
     MMA_SHAPE,
@@ -525,6 +525,19 @@ FRAG_M = BLOCK // WARPS_M // MMA_M  # 16 x 8 tiles per warp along m (4) and n (4
 FRAG_N = BLOCK // WARPS_N // MMA_N
 
 
+def _warp_block(body: Body, t: Expr) -> tuple[Expr, Expr, Expr, Expr, Expr, Expr]:
+    """Where thread `t` of a matmul workgroup sits among its 8 warps (`_MmaWarp`) or
+    simdgroups (`_SimdgroupWarp`): its warp, its lane, the lane's `g = l / 4` and
+    `q = l % 4`, and the first row and column of the warp's 64 x 32 block of the tile."""
+    warp = body.let(ibin("/", t, u32(WARP)), "warp")
+    lane = body.let(ibin("%", t, u32(WARP)), "lane")
+    g = body.let(ibin("/", lane, u32(4)), "g")
+    q = body.let(ibin("%", lane, u32(4)), "q")
+    wm = body.let(ibin("*", ibin("/", warp, u32(WARPS_N)), u32(BLOCK // WARPS_M)), "wm")
+    wn = body.let(ibin("*", ibin("%", warp, u32(WARPS_N)), u32(BLOCK // WARPS_N)), "wn")
+    return warp, lane, g, q, wm, wn
+
+
 class _MmaWarp:
     """The tensor-core products of a `matmul` launch (PTX): warp `w = t / 32` of the
     workgroup owns rows `64 (w / 4)` .. `+ 64` and columns `32 (w % 4)` .. `+ 32` of the
@@ -541,12 +554,7 @@ class _MmaWarp:
     def __init__(self, c: KernelContext, t: Expr, row0: Expr, col0: Expr, kind: str) -> None:
         body = c.body
         self.body, self.kind = body, kind
-        warp = body.let(ibin("/", t, u32(WARP)), "warp")
-        lane = body.let(ibin("%", t, u32(WARP)), "lane")
-        g = body.let(ibin("/", lane, u32(4)), "g")
-        q = body.let(ibin("%", lane, u32(4)), "q")
-        wm = body.let(ibin("*", ibin("/", warp, u32(WARPS_N)), u32(BLOCK // WARPS_M)), "wm")
-        wn = body.let(ibin("*", ibin("%", warp, u32(WARPS_N)), u32(BLOCK // WARPS_N)), "wn")
+        _, lane, g, q, wm, wn = _warp_block(body, t)
         if kind == "tf32":
             # shared offsets of this lane's first A and B elements (k = q), within a buffer
             self.a_at = body.let(ibin("+", ibin("*", q, u32(BLOCK)), ibin("+", wm, g)), "fa")
@@ -661,12 +669,7 @@ class _SimdgroupWarp:
     def __init__(self, c: KernelContext, t: Expr, row0: Expr, col0: Expr) -> None:
         body = c.body
         self.body = body
-        warp = body.let(ibin("/", t, u32(WARP)), "warp")
-        lane = body.let(ibin("%", t, u32(WARP)), "lane")
-        g = body.let(ibin("/", lane, u32(4)), "g")
-        q = body.let(ibin("%", lane, u32(4)), "q")
-        self.wm = body.let(ibin("*", ibin("/", warp, u32(WARPS_N)), u32(BLOCK // WARPS_M)), "wm")
-        self.wn = body.let(ibin("*", ibin("%", warp, u32(WARPS_N)), u32(BLOCK // WARPS_N)), "wn")
+        warp, _, g, q, self.wm, self.wn = _warp_block(body, t)
         self.spill_at = body.let(ibin("*", warp, u32(64)), "sp")
         self.lane_at = body.let(
             ibin("+", self.spill_at, ibin("+", ibin("*", g, u32(8)), ibin("*", q, u32(2)))), "sl"
