@@ -587,25 +587,39 @@ def _define_trig_helpers() -> None:
     reduction.append(Assign(r, select(bin_("==", a1, u(0)), f(0.0), rr)))
     body.append(If(bin_(">=", abits, u(0x3F490FDB)), reduction))
 
-    # sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2): Taylor, to r^9 and r^10
+    k, s5 = let("k", ub("+", j, q))  # cos x = sin(x + pi/2): one quadrant further
+    polynomials, v = _sine_of_quadrant(k, r)
+    # sin(-x) = -sin x (and sin(-0) = -0); cos(-x) = cos x
+    sign = select(bin_("==", q, u(0)), ub("&", bits, u(0x80000000)), u(0))
+    body += [s5, *polynomials, Return(Bitcast(ub("^", Bitcast(v, "u32"), sign), "f32"))]
+    _helper("mimir_trig", [("x", "f32"), ("q", "u32")], "f32", body)
+
+
+def _sine_of_quadrant(k: Expr, r: Expr) -> tuple[list, Expr]:
+    """sin(k pi/2 + r) for r in [-pi/4, pi/4] (a little past is fine) and a u32 quadrant
+    count `k`: the statements and the value. sin r = r + r^3 S(r^2) and cos r = 1 - r^2/2 +
+    r^4 C(r^2) are Taylor polynomials to r^9 and r^10, written with `fma`."""
+    f = lambda v: const(v, "f32")  # noqa: E731
     sin_c = [f(f32(c)) for c in SIN_TAYLOR]
     cos_c = [f(f32(c)) for c in COS_TAYLOR]
-    z, zs = let("z", bin_("*", r, r))
+    z = _p("z", "f32")
     ps: Expr = call("fma", sin_c[3], z, sin_c[2])
     for c in (sin_c[1], sin_c[0]):
         ps = call("fma", ps, z, c)
     pc: Expr = call("fma", cos_c[3], z, cos_c[2])
     for c in (cos_c[1], cos_c[0], f(-0.5)):
         pc = call("fma", pc, z, c)
-    sin_r, s3 = let("sin_r", call("fma", bin_("*", ps, z), r, r))
-    cos_r, s4 = let("cos_r", call("fma", pc, z, f(1.0)))
-    k, s5 = let("k", ub("+", j, q))  # cos x = sin(x + pi/2): one quadrant further
-    v = select(bin_("!=", ub("&", k, u(1)), u(0)), cos_r, sin_r)
-    v, s6 = let("v", select(bin_("!=", ub("&", k, u(2)), u(0)), Unary("-", v, "f32"), v))
-    # sin(-x) = -sin x (and sin(-0) = -0); cos(-x) = cos x
-    sign = select(bin_("==", q, u(0)), ub("&", bits, u(0x80000000)), u(0))
-    body += [zs, s3, s4, s5, s6, Return(Bitcast(ub("^", Bitcast(v, "u32"), sign), "f32"))]
-    _helper("mimir_trig", [("x", "f32"), ("q", "u32")], "f32", body)
+    sin_r, cos_r, v = _p("sin_r", "f32"), _p("cos_r", "f32"), _p("v", "f32")
+    odd = bin_("!=", Binary("&", k, const(1, "u32"), "u32"), const(0, "u32"))
+    half_turn = bin_("!=", Binary("&", k, const(2, "u32"), "u32"), const(0, "u32"))
+    value = select(odd, cos_r, sin_r)
+    statements = [
+        Let(z, bin_("*", r, r)),
+        Let(sin_r, call("fma", bin_("*", ps, z), r, r)),
+        Let(cos_r, call("fma", pc, z, f(1.0))),
+        Let(v, select(half_turn, Unary("-", value, "f32"), value)),
+    ]
+    return statements, v
 
 
 _define_trig_helpers()
@@ -936,6 +950,39 @@ def uniform_float(word: Expr) -> Expr:
     return bin_("*", Cast(flipped, "f32"), const(UNIFORM_SCALE, "f32"))
 
 
+def _split_half_pi(bits: int) -> tuple[float, float, float]:
+    """pi/2 as c1 + c2 + c3: c1 and c2 with `bits` significant bits each (so that a
+    multiple by a small integer is exact), c3 the rest rounded to float32."""
+
+    def leading(v: float) -> float:
+        exponent = math.frexp(v)[1]
+        return math.ldexp(round(math.ldexp(v, bits - exponent)), exponent - bits)
+
+    c1 = leading(HALF_PI)
+    c2 = leading(HALF_PI - c1)
+    return c1, c2, f32(HALF_PI - c1 - c2)
+
+
+def _cosine_of_a_turn(theta: Var) -> tuple[list, Expr]:
+    """cos(theta) for theta in [0, 2 pi] (Box-Muller's angle): the statements and the value.
+    The quadrant j <= 4 is theta 2/pi rounded; theta - j c1 and - j c2 are exact (j c1 and
+    j c2 have at most 24 bits, and theta is within a factor of two of j c1), so the reduced
+    r is within an ulp whatever a compiler fuses, with no Payne-Hanek reduction (which
+    `mimir_trig` needs for any float32, and which a driver compiles slowly)."""
+    c1, c2, c3 = (const(c, "f32") for c in _split_half_pi(21))
+    j, jf, r = _p("j", "u32"), _p("jf", "f32"), _p("r", "f32")
+    nearest = bin_("+", bin_("*", theta, const(f32(2 / math.pi), "f32")), const(0.5, "f32"))
+    reduced = bin_("-", bin_("-", theta, bin_("*", jf, c1)), bin_("*", jf, c2))
+    statements = [
+        Let(j, Cast(nearest, "u32")),
+        Let(jf, Cast(j, "f32")),
+        Let(r, bin_("-", reduced, bin_("*", jf, c3))),
+    ]
+    # cos x = sin(x + pi/2): one quadrant further
+    polynomials, value = _sine_of_quadrant(Binary("+", j, const(1, "u32"), "u32"), r)
+    return statements + polynomials, value
+
+
 def _define_random_helpers() -> None:
     k0, k1, c0 = _p("k0", "u32"), _p("k1", "u32"), _p("c0", "u32")
     params = [("k0", "u32"), ("k1", "u32"), ("c0", "u32")]
@@ -943,15 +990,17 @@ def _define_random_helpers() -> None:
     _helper("mimir_rand", params, "f32", [*body, Return(uniform_float(w0))])
     u1, u2, th = _p("u1", "f32"), _p("u2", "f32"), _p("theta", "f32")
     tiny = const(f32(1.0e-7), "f32")
+    cosine, cos_theta = _cosine_of_a_turn(th)
     normal = [  # Box-Muller as Triton's `pair_uniform_to_normal`, its first value
         Let(u1, uniform_float(w0)),
         Let(u2, select(bin_("<", u1, tiny), tiny, u1)),
         Let(th, bin_("*", const(f32(6.283185307179586), "f32"), uniform_float(w1))),
+        *cosine,
         Return(
             bin_(
                 "*",
                 call("mimir_sqrt", bin_("*", const(-2.0, "f32"), call("mimir_log", u2))),
-                call("cos", th),
+                cos_theta,
             )
         ),
     ]

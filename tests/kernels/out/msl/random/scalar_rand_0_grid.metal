@@ -144,7 +144,14 @@ static inline float mimir_randn(uint k0, uint k1, uint c0) {
     const float u1 = float((as_type<int>(w53) < 0 ? ~as_type<int>(w53) : as_type<int>(w53))) * 4.6566126e-10f;
     const float u2 = (u1 < 1e-07f ? 1e-07f : u1);
     const float theta = 6.2831855f * (float((as_type<int>(w54) < 0 ? ~as_type<int>(w54) : as_type<int>(w54))) * 4.6566126e-10f);
-    return mimir_sqrt(-2.0f * mimir_log(u2)) * precise::cos(theta);
+    const uint j = uint(theta * 0.63661975f + 0.5f);
+    const float jf = float(j);
+    const float r = theta - jf * 1.570796f - jf * 3.1391642e-07f - jf * 6.217249e-14f;
+    const float z = r * r;
+    const float sin_r = fma(fma(fma(fma(2.7557319e-06f, z, -0.0001984127f), z, 0.008333334f), z, -0.16666667f) * z, r, r);
+    const float cos_r = fma(fma(fma(fma(fma(-2.755732e-07f, z, 2.4801588e-05f), z, -0.0013888889f), z, 0.041666668f), z, -0.5f), z, 1.0f);
+    const float v = (((j + 1u) & 2u) != 0u ? -(((j + 1u) & 1u) != 0u ? cos_r : sin_r) : (((j + 1u) & 1u) != 0u ? cos_r : sin_r));
+    return mimir_sqrt(-2.0f * mimir_log(u2)) * v;
 }
 
 kernel void scalar_rand_0_grid(

@@ -10,101 +10,6 @@ struct Uniforms {
 var<private> inf_bits: u32 = 0x7f800000u;
 var<private> nan_bits: u32 = 0x7fc00000u;
 
-fn mimir_trig(x: f32, q: u32) -> f32 {
-    let bits: u32 = bitcast<u32>(x);
-    let abits: u32 = bits & 2147483647u;
-    if (abits >= 2139095040u) {
-        return bitcast<f32>(nan_bits);
-    }
-    var j: u32 = 0u;
-    var r: f32 = bitcast<f32>(abits);
-    if (abits >= 1061752795u) {
-        let e: u32 = abits >> 23u;
-        let m: u32 = (abits & 8388607u) | 8388608u;
-        let p0: u32 = e - 120u;
-        let word: u32 = p0 >> 5u;
-        let sh: u32 = p0 & 31u;
-        let is1: bool = word == 1u;
-        let is2: bool = word == 2u;
-        let is3: bool = word == 3u;
-        let is4: bool = word == 4u;
-        let w0: u32 = select(select(select(select(0u, 2734261102u, is1), 1313084713u, is2), 4230436817u, is3), 4113882560u, is4);
-        let w1: u32 = select(select(select(select(2734261102u, 1313084713u, is1), 4230436817u, is2), 4113882560u, is3), 3680671129u, is4);
-        let w2: u32 = select(select(select(select(1313084713u, 4230436817u, is1), 4113882560u, is2), 3680671129u, is3), 1011060801u, is4);
-        let w3: u32 = select(select(select(select(4230436817u, 4113882560u, is1), 3680671129u, is2), 1011060801u, is3), 4266746795u, is4);
-        let win0: u32 = (w0 << sh) | ((w1 >> 1u) >> (31u - sh));
-        let win1: u32 = (w1 << sh) | ((w2 >> 1u) >> (31u - sh));
-        let win2: u32 = (w2 << sh) | ((w3 >> 1u) >> (31u - sh));
-        let p3: u32 = win2 * m;
-        let lo1: u32 = win1 * m;
-        let q2ah: u32 = win2 >> 16u;
-        let q2al: u32 = win2 & 65535u;
-        let q2bh: u32 = m >> 16u;
-        let q2bl: u32 = m & 65535u;
-        let q2lh: u32 = q2al * q2bh;
-        let q2hl: u32 = q2ah * q2bl;
-        let q2hi: u32 = q2ah * q2bh + ((q2lh >> 16u) + (q2hl >> 16u)) + ((((q2al * q2bl) >> 16u) + (q2lh & 65535u) + (q2hl & 65535u)) >> 16u);
-        let p2: u32 = q2hi + lo1;
-        let q1ah: u32 = win1 >> 16u;
-        let q1al: u32 = win1 & 65535u;
-        let q1bh: u32 = m >> 16u;
-        let q1bl: u32 = m & 65535u;
-        let q1lh: u32 = q1al * q1bh;
-        let q1hl: u32 = q1ah * q1bl;
-        let q1hi: u32 = q1ah * q1bh + ((q1lh >> 16u) + (q1hl >> 16u)) + ((((q1al * q1bl) >> 16u) + (q1lh & 65535u) + (q1hl & 65535u)) >> 16u);
-        let p1: u32 = q1hi + select(0u, 1u, p2 < lo1) + win0 * m + 536870912u;
-        j = p1 >> 30u;
-        let f1: u32 = (p1 & 1073741823u) - 536870912u;
-        let neg: bool = f1 >= 2147483648u;
-        let c3: bool = p3 == 0u;
-        let a1: u32 = select(f1, ~f1 + select(0u, 1u, c3 && (p2 == 0u)), neg);
-        let a2: u32 = select(p2, ~p2 + select(0u, 1u, c3), neg);
-        let a3: u32 = select(p3, 0u - p3, neg);
-        let z1: bool = a1 == 0u;
-        let a1s1: u32 = select(a1, a2, z1);
-        let a2s1: u32 = select(a2, a3, z1);
-        let a3s1: u32 = select(a3, 0u, z1);
-        let z2: bool = a1s1 == 0u;
-        let a1s2: u32 = select(a1s1, a2s1, z2);
-        let a2s2: u32 = select(a2s1, a3s1, z2);
-        let a3s2: u32 = select(a3s1, 0u, z2);
-        let skipped: u32 = select(0u, 32u, z1) + select(0u, 32u, z2);
-        let msb0: u32 = select((bitcast<u32>(f32(a1s2)) >> 23u) - 127u, 31u, (bitcast<u32>(f32(a1s2)) >> 23u) - 127u > 31u);
-        let msb: u32 = select(msb0, msb0 - 1u, (1u << msb0) > a1s2);
-        let lz: u32 = 31u - msb;
-        let t1: u32 = (a1s2 << lz) | ((a2s2 >> 1u) >> msb);
-        let t2: u32 = (a2s2 << lz) | ((a3s2 >> 1u) >> msb);
-        let l11: u32 = t1 * 3373259426u;
-        let q3ah: u32 = t1 >> 16u;
-        let q3al: u32 = t1 & 65535u;
-        let q3lh: u32 = q3al * 8552u;
-        let q3hl: u32 = q3ah * 49716u;
-        let q3hi: u32 = q3ah * 8552u + ((q3lh >> 16u) + (q3hl >> 16u)) + ((((q3al * 49716u) >> 16u) + (q3lh & 65535u) + (q3hl & 65535u)) >> 16u);
-        let mid: u32 = l11 + q3hi;
-        let q4ah: u32 = t2 >> 16u;
-        let q4al: u32 = t2 & 65535u;
-        let q4lh: u32 = q4al * 51471u;
-        let q4hl: u32 = q4ah * 55970u;
-        let q4hi: u32 = q4ah * 51471u + ((q4lh >> 16u) + (q4hl >> 16u)) + ((((q4al * 55970u) >> 16u) + (q4lh & 65535u) + (q4hl & 65535u)) >> 16u);
-        let mid2: u32 = mid + q4hi;
-        let q5ah: u32 = t1 >> 16u;
-        let q5al: u32 = t1 & 65535u;
-        let q5lh: u32 = q5al * 51471u;
-        let q5hl: u32 = q5ah * 55970u;
-        let q5hi: u32 = q5ah * 51471u + ((q5lh >> 16u) + (q5hl >> 16u)) + ((((q5al * 55970u) >> 16u) + (q5lh & 65535u) + (q5hl & 65535u)) >> 16u);
-        let r1: u32 = q5hi + (select(0u, 1u, mid < l11) + select(0u, 1u, mid2 < mid));
-        let rr: f32 = (f32(r1 >> 8u) + f32(((r1 & 255u) << 16u) | (mid2 >> 16u)) * 5.9604645e-08f) * bitcast<f32>((106u - (skipped + lz)) << 23u);
-        let rs: f32 = select(rr, -rr, neg);
-        r = select(rs, 0.0f, a1s2 == 0u);
-    }
-    let z: f32 = r * r;
-    let sin_r: f32 = fma(fma(fma(fma(2.7557319e-06f, z, -0.0001984127f), z, 0.008333334f), z, -0.16666667f) * z, r, r);
-    let cos_r: f32 = fma(fma(fma(fma(fma(-2.755732e-07f, z, 2.4801588e-05f), z, -0.0013888889f), z, 0.041666668f), z, -0.5f), z, 1.0f);
-    let k: u32 = j + q;
-    let v: f32 = select(select(sin_r, cos_r, (k & 1u) != 0u), -select(sin_r, cos_r, (k & 1u) != 0u), (k & 2u) != 0u);
-    return bitcast<f32>(bitcast<u32>(v) ^ select(0u, bits & 2147483648u, q == 0u));
-}
-
 fn mimir_mulhi_u32(a: u32, b: u32) -> u32 {
     let ah: u32 = a >> 16u;
     let al: u32 = a & 65535u;
@@ -253,7 +158,14 @@ fn mimir_randn(k0: u32, k1: u32, c0: u32) -> f32 {
     let u1: f32 = f32(select(bitcast<i32>(w53), ~bitcast<i32>(w53), bitcast<i32>(w53) < 0i)) * 4.6566126e-10f;
     let u2: f32 = select(u1, 1e-07f, u1 < 1e-07f);
     let theta: f32 = 6.2831855f * (f32(select(bitcast<i32>(w54), ~bitcast<i32>(w54), bitcast<i32>(w54) < 0i)) * 4.6566126e-10f);
-    return mimir_sqrt(-2.0f * mimir_log(u2)) * mimir_trig(theta, 1u);
+    let j: u32 = u32(theta * 0.63661975f + 0.5f);
+    let jf: f32 = f32(j);
+    let r: f32 = theta - jf * 1.570796f - jf * 3.1391642e-07f - jf * 6.217249e-14f;
+    let z: f32 = r * r;
+    let sin_r: f32 = fma(fma(fma(fma(2.7557319e-06f, z, -0.0001984127f), z, 0.008333334f), z, -0.16666667f) * z, r, r);
+    let cos_r: f32 = fma(fma(fma(fma(fma(-2.755732e-07f, z, 2.4801588e-05f), z, -0.0013888889f), z, 0.041666668f), z, -0.5f), z, 1.0f);
+    let v: f32 = select(select(sin_r, cos_r, ((j + 1u) & 1u) != 0u), -select(sin_r, cos_r, ((j + 1u) & 1u) != 0u), ((j + 1u) & 2u) != 0u);
+    return mimir_sqrt(-2.0f * mimir_log(u2)) * v;
 }
 
 @compute @workgroup_size(256, 1, 1)

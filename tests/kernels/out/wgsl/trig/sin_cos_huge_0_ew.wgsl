@@ -96,10 +96,10 @@ fn mimir_trig(x_: f32, q: u32) -> f32 {
         let rs: f32 = select(rr, -rr, neg);
         r = select(rs, 0.0f, a1s2 == 0u);
     }
+    let k: u32 = j + q;
     let z: f32 = r * r;
     let sin_r: f32 = fma(fma(fma(fma(2.7557319e-06f, z, -0.0001984127f), z, 0.008333334f), z, -0.16666667f) * z, r, r);
     let cos_r: f32 = fma(fma(fma(fma(fma(-2.755732e-07f, z, 2.4801588e-05f), z, -0.0013888889f), z, 0.041666668f), z, -0.5f), z, 1.0f);
-    let k: u32 = j + q;
     let v: f32 = select(select(sin_r, cos_r, (k & 1u) != 0u), -select(sin_r, cos_r, (k & 1u) != 0u), (k & 2u) != 0u);
     return bitcast<f32>(bitcast<u32>(v) ^ select(0u, bits & 2147483648u, q == 0u));
 }
