@@ -63,6 +63,30 @@ def test_fma_rounds_once() -> None:
     assert emulate._add(emulate._mul(a, a), -f32(1 + 2**-22)) == 0.0
 
 
+def test_fma_in_doubles_rounded_to_odd_matches_rational_arithmetic() -> None:
+    """`_fma` (a double sum rounded to odd, then to float32) against `_fma_exact`
+    (fractions) on random bit patterns, on sums that cancel the product wholly or in part
+    (where double rounding would go wrong), and on near-ties with subnormal addends."""
+    rng = random.Random(5)
+
+    def operand() -> float:
+        if rng.random() < 0.5:
+            return from_bits(rng.getrandbits(32))
+        return emulate._to_f32(math.ldexp(1 + rng.getrandbits(23) / 2**23, rng.randint(-150, 127)))
+
+    cases = 0
+    for _ in range(20000):
+        a, b = operand(), operand()
+        product = a * b
+        addends = [operand(), from_bits(rng.getrandbits(32) & 0x807FFFFF)]
+        if math.isfinite(product):
+            addends += [emulate._to_f32(-product), emulate._to_f32(-product * 2**-30)]
+        for c in addends:
+            cases += 1
+            assert same(emulate._fma(a, b, c), emulate._fma_exact(a, b, c)), (a, b, c)
+    assert cases > 60000
+
+
 def test_an_exact_zero_is_signed_as_ieee_says() -> None:
     assert same(round_f32(0), 0.0) and same(round_f32(0, negative_zero=True), -0.0)
     assert same(emulate._fma(2.0, 3.0, -6.0), 0.0)  # cancellation rounds to +0

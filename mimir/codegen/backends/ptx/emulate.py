@@ -2,8 +2,8 @@
 
 Each opcode those sequences use is modelled as the PTX ISA defines it, with
 IEEE 754 binary32 round-to-nearest-even done exactly (a double operation
-rounded once for + - * /, which is exact for them; rational arithmetic for
-fma; gradual underflow and overflow to inf included), so `run`
+rounded once for + - * /, which is exact for them; for fma a double sum
+rounded to odd, then to float32; gradual underflow and overflow to inf included), so `run`
 returns bit for bit what a GPU computes for the same sequence. Registers hold
 Python floats (f32 values, exactly representable), ints in [0, 2**32) (b32)
 or bools (pred). Float sources that are nan or inf are computed with Python's
@@ -45,6 +45,9 @@ def round_f32(q: Fraction | int, negative_zero: bool = False) -> float:
     if value >= Fraction(2) ** _MAX_EXP:
         return sign * math.inf
     return sign * float(value)  # exact: n has at most 24 bits
+
+
+_DOUBLE, _INT64 = struct.Struct("<d"), struct.Struct("<q")
 
 
 def _signed(v: int) -> int:
@@ -101,7 +104,26 @@ def _div(a: float, b: float) -> float:
 
 
 def _fma(a: float, b: float, c: float) -> float:
-    """a * b + c with one rounding: exact rational arithmetic (double is not enough here)."""
+    """a * b + c with one rounding. The product of two float32 values is exact in double;
+    the sum is rounded to double *to odd* (nearest, then one ulp toward the exact sum
+    where it was inexact and landed on an even significand), which makes the final
+    rounding to float32 correct (53 >= 24 + 2; Boldo and Melquiond, "Emulation of FMA
+    and correctly rounded sums: proved algorithms using rounding to odd"). Zero signs
+    follow from double arithmetic, which has IEEE's."""
+    if not _finite(a, b, c):
+        return a * b + c
+    product = a * b  # at most 48 significant bits, within double's exponents
+    total = product + c
+    # TwoSum: the exact error of the double sum
+    c_part = total - product
+    error = (product - (total - c_part)) + (c - c_part)
+    if error != 0 and not _INT64.unpack(_DOUBLE.pack(total))[0] & 1:
+        total = math.nextafter(total, math.inf if error > 0 else -math.inf)
+    return _to_f32(total)
+
+
+def _fma_exact(a: float, b: float, c: float) -> float:
+    """`_fma` in rational arithmetic: the reference its tests compare with."""
     if not _finite(a, b, c):
         return a * b + c
     product_negative = (a < 0 or _neg_zero(a)) != (b < 0 or _neg_zero(b))
