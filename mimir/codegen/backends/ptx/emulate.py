@@ -110,7 +110,8 @@ def _fma(a: float, b: float, c: float) -> float:
     rounding to float32 correct (53 >= 24 + 2; Boldo and Melquiond, "Emulation of FMA
     and correctly rounded sums: proved algorithms using rounding to odd"). Zero signs
     follow from double arithmetic, which has IEEE's."""
-    if not _finite(a, b, c):
+    isfinite = math.isfinite
+    if not (isfinite(a) and isfinite(b) and isfinite(c)):
         return a * b + c
     product = a * b  # at most 48 significant bits, within double's exponents
     total = product + c
