@@ -582,7 +582,11 @@ class _Interp:
                 continue
             kind = ins[2]
             if kind == "alu":
-                regs[ins[4]] = ins[3](*[value(regs, o) for o in ins[5]])
+                try:  # registers read directly: most operands are one
+                    args = [regs[o] if type(o) is str else value(regs, o) for o in ins[5]]
+                except KeyError:
+                    args = [value(regs, o) for o in ins[5]]  # names the undefined register
+                regs[ins[4]] = ins[3](*args)
             elif kind == "mov":
                 v = value(regs, ins[4])
                 if ins[5] == "f32" and type(v) is int:
