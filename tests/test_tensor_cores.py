@@ -1076,3 +1076,116 @@ def test_a_wgmma_result_lands_at_its_wait() -> None:
     text = _wgmma_module("f16").replace("wgmma.wait_group.sync.aligned 0;", "")
     got, want = _run_wgmma(text, "f16")
     assert got == [0.0] * len(want) != want
+
+
+# ---------------------------------------------------------------- matmuls on wgmma (sm_90a)
+
+WGMMA_F16 = "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"
+
+
+WGMMA_BF16 = "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"
+
+
+def _compiled_sm90a(function: str, out: Path) -> dict:
+    """One function of `tests/kernels/tensor_cores_half.py` compiled for sm_90a into `out`."""
+    path = KERNELS / "tensor_cores_half.py"
+    result = compile_source(
+        str(path), path.read_text(), ["ptx"], function=function, ptx_target="sm_90a"
+    )
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    out.mkdir(parents=True, exist_ok=True)
+    for relative, content in result.files.items():
+        assert isinstance(content, str)
+        (out / relative).write_text(content)
+    return json.loads(result.files[f"{function}.manifest.json"])  # type: ignore[arg-type]
+
+
+def _matches_the_shim(folder: Path, manifest: dict, function: str, dims: dict[str, int]) -> None:
+    actual, inputs = _run(folder, manifest, dims, 6)
+    expected = shim_reference(KERNELS / "tensor_cores_half.py", function, inputs, dims, None)
+    _compare(manifest, actual, expected, "tensor_cores_half", function, dims)
+
+
+def test_a_half_matmul_for_sm_90a_runs_on_wgmma(tmp_path: Path) -> None:
+    from test_ptx import ptxas
+
+    manifest = _compiled_sm90a("linear_gelu_f16_tiles", tmp_path)
+    validate_manifest(manifest)
+    (kernel,) = manifest["kernels"]
+    assert kernel["requires"] == ["sm_90a"]
+    path = tmp_path / kernel["file"]
+    text = path.read_text()
+    assert ".version 8.0\n.target sm_90a" in text
+    # one 64 x 128 x 16 wgmma per warpgroup and k-slice, both operands from shared memory
+    # (no ldmatrix, no mma.sync); proven sizes: each thread copies one 16-byte piece of
+    # each operand, unguarded (before the loop and in it), fenced for the async proxy
+    # before the barrier
+    assert text.count(WGMMA_F16) == 1 and "mma.sync" not in text and "ldmatrix" not in text
+    copies = re.findall(r"cp\.async\.cg\.shared\.global [^;]*;", text)
+    assert len(copies) == 4 and all(c.endswith(", 16;") for c in copies)
+    assert text.count("fence.proxy.async.shared::cta") == 2
+    assert text.count("wgmma.wait_group.sync.aligned 0") == 1
+    assert ptxas(path, "sm_90a") == (0, "")
+    _matches_the_shim(tmp_path, manifest, "linear_gelu_f16_tiles", {})
+
+
+@pytest.mark.parametrize(
+    ("function", "dims"),
+    [
+        # three k-slices, the last half past K; two batches; K and N multiples of 8:
+        # 16-byte pieces copied (cp.async), those past the edges zero
+        ("bmm_bf16", {"B": 2, "M": 20, "K": 40, "N": 16}),
+        # N odd, then only even: words packed from element loads
+        ("bmm_bf16", {"B": 2, "M": 20, "K": 40, "N": 9}),
+        ("bmm_bf16", {"B": 2, "M": 20, "K": 40, "N": 10}),
+        # two row tiles (both warpgroups' rows), the second mostly past M; the pair
+        ("gated_f16", {"M": 130, "K": 40, "N": 24}),
+        # K odd, N even
+        ("bmm_bf16", {"B": 1, "M": 17, "K": 23, "N": 8}),
+    ],
+)
+def test_half_matmuls_on_wgmma_match_the_shim(
+    function: str, dims: dict[str, int], tmp_path: Path
+) -> None:
+    manifest = _compiled_sm90a(function, tmp_path)
+    text = (tmp_path / manifest["kernels"][0]["file"]).read_text()
+    assert WGMMA_F16 in text or WGMMA_BF16 in text
+    assert "mma.sync" not in text
+    _matches_the_shim(tmp_path, manifest, function, dims)
+
+
+def test_the_sm_80_build_keeps_mma_sync(tmp_path: Path) -> None:
+    manifest = compiled_ptx("tensor_cores_half", "bmm_bf16", tmp_path)
+    text = (tmp_path / manifest["kernels"][0]["file"]).read_text()
+    assert BF16_MMA in text and "wgmma.mma_async" not in text and ".target sm_80" in text
+
+
+_CORE_DESCRIPTOR = _descriptor_constant(128, 256)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        # A's leading and stride byte offsets exchanged (B's kept)
+        lambda t: t.replace(_CORE_DESCRIPTOR, _descriptor_constant(256, 128), 1),
+        # B's exchanged
+        lambda t: re.sub(
+            f"({re.escape(_CORE_DESCRIPTOR)})(.*?){re.escape(_CORE_DESCRIPTOR)}",
+            lambda m: m.group(1) + m.group(2) + _descriptor_constant(256, 128),
+            t,
+            count=1,
+            flags=re.S,
+        ),
+        # no wait for the product before the next slice is staged over it
+        lambda t: t.replace("wgmma.wait_group.sync.aligned 0;", "wgmma.wait_group.sync.aligned 1;"),
+    ],
+    ids=["a-offsets", "b-offsets", "wait"],
+)
+def test_a_wrong_wgmma_kernel_is_caught(edit, tmp_path: Path) -> None:
+    manifest = _compiled_sm90a("bmm_bf16", tmp_path)
+    _mutated(tmp_path, manifest, edit, mma=WGMMA_BF16)
+    # K and N multiples of 8: the k loop that copies 16-byte pieces, whose wgmma the
+    # edits change
+    dims = {"B": 1, "M": 20, "K": 40, "N": 16}
+    with pytest.raises(AssertionError, match="values differ"):
+        _matches_the_shim(tmp_path, manifest, "bmm_bf16", dims)
