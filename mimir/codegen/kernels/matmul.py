@@ -502,6 +502,13 @@ class _HalfTiles:
         )
         slot = _core_slot(ibin("*", nb, u32(4)), self.piece_b_k, mn_major=True)
         self.piece_b_slot = body.let(slot, "ps")
+        # bfloat16 buffers are read in u32 words: the pieces' word offsets at k = 0 (every
+        # element offset above is even) and N's words
+        self.piece_a_word = body.let(
+            ibin("/", ibin("+", self.piece_a_base, self.piece_a_k), u32(2)), "pw"
+        )
+        self.piece_b_word = body.let(ibin("/", self.piece_b_base, u32(2)), "pw")
+        self.n_words = body.let(ibin("/", tile.n_ir, u32(2)), "nw")
 
     def copy_pieces(self, k0: Expr, parity: Expr, right: int) -> None:
         """The slice's two 16-byte pieces of this thread (K and N multiples of 8: a piece
@@ -511,11 +518,14 @@ class _HalfTiles:
         b_at = body.let(ibin("+", ibin("*", parity, u32(self.b_words)), self.piece_b_slot), "sb")
         ka = body.let(ibin("+", k0, self.piece_a_k), "ka")
         cond = all_true([self.piece_a_ok, self._k_ok(ka)])
-        self._copy(_A, a_at, tile.left, ibin("+", self.piece_a_base, ka), cond, quad=True)
+        word = ibin("+", self.piece_a_word, ibin("/", k0, u32(2)))
+        flat = ibin("+", self.piece_a_base, ka)
+        self._copy(_A, a_at, tile.left, flat, cond, quad=True, word=word)
         kb = body.let(ibin("+", k0, self.piece_b_k), "kb")
         cond = all_true([self._k_ok(kb), self.piece_b_ok])
         flat = ibin("+", self.piece_b_base, ibin("*", kb, tile.n_ir))
-        self._copy(_B, b_at, right, flat, cond, quad=True)
+        word = ibin("+", self.piece_b_word, ibin("*", kb, self.n_words))
+        self._copy(_B, b_at, right, flat, cond, quad=True, word=word)
 
     def stage(self, k0: Expr, parity: Expr, right: int) -> None:
         """Slice `k0` of both operands into the buffers of `parity`."""
@@ -558,7 +568,11 @@ class _HalfTiles:
         flat: Expr,
         cond: Expr | None,
         quad: bool = False,
+        word: Expr | None = None,
     ) -> None:
+        """Copy the pair (or with `quad` the 16-byte piece) at element `flat` of `operand`;
+        a bfloat16 operand's u32 word `flat / 2`, or `word` where given (the same, in
+        fewer instructions)."""
         ev, body, c = self.tile.ev, self.tile.body, self.tile.c
         buffer = ev.buffers[ev.resolve(operand)]
         if quad:
@@ -575,8 +589,8 @@ class _HalfTiles:
             value = Load(buffer, flat, "f16")
             body.emit(CopyAsync(array, slot, value, cond, pair=not quad, quad=quad))
         else:
-            word = Load(buffer, ibin("/", flat, u32(2)), "u32")
-            body.emit(CopyAsync(array, slot, word, cond, quad=quad))
+            at = ibin("/", flat, u32(2)) if word is None else word
+            body.emit(CopyAsync(array, slot, Load(buffer, at, "u32"), cond, quad=quad))
 
     def pack(self, ka: Expr, kb: Expr, a_at: Expr, b_at: Expr, right: int) -> None:
         """The words of the slice packed from two guarded element loads each (K or N odd)."""
