@@ -1117,14 +1117,14 @@ def test_a_half_matmul_for_sm_90a_runs_on_wgmma(tmp_path: Path) -> None:
     text = path.read_text()
     assert ".version 8.0\n.target sm_90a" in text
     # one 64 x 128 x 16 wgmma per warpgroup and k-slice, both operands from shared memory
-    # (no ldmatrix, no mma.sync); proven sizes: each thread copies one 16-byte piece of
-    # each operand, unguarded (before the loop and in it), fenced for the async proxy
-    # before the barrier
-    assert text.count(WGMMA_F16) == 1 and "mma.sync" not in text and "ldmatrix" not in text
+    # (no ldmatrix, no mma.sync), two slices a loop step (buffers 0 and 1); proven sizes:
+    # each thread copies one 16-byte piece of each operand per slice, unguarded (before
+    # the loop and in it), fenced for the async proxy before the barrier
+    assert text.count(WGMMA_F16) == 2 and "mma.sync" not in text and "ldmatrix" not in text
     copies = re.findall(r"cp\.async\.cg\.shared\.global [^;]*;", text)
-    assert len(copies) == 4 and all(c.endswith(", 16;") for c in copies)
-    assert text.count("fence.proxy.async.shared::cta") == 2
-    assert text.count("wgmma.wait_group.sync.aligned 0") == 1
+    assert len(copies) == 6 and all(c.endswith(", 16;") for c in copies)
+    assert text.count("fence.proxy.async.shared::cta") == 3
+    assert text.count("wgmma.wait_group.sync.aligned 0") == 2
     assert ptxas(path, "sm_90a") == (0, "")
     _matches_the_shim(tmp_path, manifest, "linear_gelu_f16_tiles", {})
 
@@ -1142,6 +1142,10 @@ def test_a_half_matmul_for_sm_90a_runs_on_wgmma(tmp_path: Path) -> None:
         ("gated_f16", {"M": 130, "K": 40, "N": 24}),
         # K odd, N even
         ("bmm_bf16", {"B": 1, "M": 17, "K": 23, "N": 8}),
+        # one k-slice: the loop step's second slice skipped; four (two steps), columns
+        # past the first tile
+        ("bmm_bf16", {"B": 1, "M": 20, "K": 16, "N": 16}),
+        ("gated_f16", {"M": 70, "K": 64, "N": 136}),
     ],
 )
 def test_half_matmuls_on_wgmma_match_the_shim(

@@ -290,15 +290,35 @@ class _Tile:
         self.landed()
         a_row = body.let(ibin("*", self.ly, u32(VEC)), "ly")
         b_col = body.let(ibin("*", self.lx, u32(VEC)), "lx")
-        with body.for_("k0_", u32(0), self.k_ir, u32(self.sk)) as k0:
-            self.slices(k0, accs if matrices is None else matrices, right, a_row, b_col)
+        if self.warpgroups:
+            # two slices a step, in the buffers of parity 0 and then 1: the operands'
+            # descriptors are the same on every step (computed once)
+            with body.for_("k0_", u32(0), self.k_ir, u32(2 * self.sk)) as k0:
+                self.slices(k0, accs, right, a_row, b_col, parity=0)
+                k1 = body.let(ibin("+", k0, u32(self.sk)), "k1")
+                with body.if_(Binary("<", k1, self.k_ir, "bool")):
+                    self.slices(k1, accs, right, a_row, b_col, parity=1)
+        else:
+            with body.for_("k0_", u32(0), self.k_ir, u32(self.sk)) as k0:
+                self.slices(k0, accs if matrices is None else matrices, right, a_row, b_col)
         if self.simd is not None and matrices is not None:
             self.simd.spill(matrices, accs, restaged)
 
-    def slices(self, k0: Expr, accs: list[list[Var]], right: int, a_row: Expr, b_col: Expr) -> None:
-        """One k-slice: the next staged into the other buffers while this one multiplies."""
+    def slices(
+        self,
+        k0: Expr,
+        accs: list[list[Var]],
+        right: int,
+        a_row: Expr,
+        b_col: Expr,
+        parity: int | None = None,
+    ) -> None:
+        """One k-slice: the next staged into the other buffers while this one multiplies
+        (with `parity`, the halves' buffers it is in, known)."""
         body, size = self.body, self.size
-        if self.halves is not None:
+        if parity is not None:
+            cur, nxt = u32(parity), u32(1 - parity)
+        elif self.halves is not None:
             # slice s = k0 / 16 is in buffers of parity s % 2, the next in the others
             cur = body.let(Binary("&", Binary(">>", k0, u32(4), "u32"), u32(1), "u32"), "cur")
             nxt = body.let(Binary("^", cur, u32(1), "u32"), "nxt")
