@@ -1151,10 +1151,15 @@ def test_a_half_matmul_for_sm_90a_runs_on_wgmma(tmp_path: Path) -> None:
 def test_half_matmuls_on_wgmma_match_the_shim(
     function: str, dims: dict[str, int], tmp_path: Path
 ) -> None:
+    from test_ptx import ptxas, ptxas_path
+
     manifest = _compiled_sm90a(function, tmp_path)
-    text = (tmp_path / manifest["kernels"][0]["file"]).read_text()
+    path = tmp_path / manifest["kernels"][0]["file"]
+    text = path.read_text()
     assert WGMMA_F16 in text or WGMMA_BF16 in text
     assert "mma.sync" not in text
+    if ptxas_path() is not None:  # both k loops (16-byte pieces, packed words) assemble
+        assert ptxas(path, "sm_90a") == (0, "")
     _matches_the_shim(tmp_path, manifest, function, dims)
 
 

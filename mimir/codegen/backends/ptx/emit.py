@@ -30,6 +30,10 @@ semantics (`mimir.codegen.ir`) and how they are kept:
 - `MmaSync` is `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` on operands rounded
   with `cvt.rna.tf32.f32`, or `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`
   (`.bf16.bf16`) on operands packed in pairs with `cvt.rn.f16x2.f32` (`mma`; sm_80);
+- `WarpgroupMma` is `wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16` (`.bf16.bf16`)
+  between `wgmma.fence` and `wgmma.commit_group` / `wgmma.wait_group 0`, its operands'
+  matrix descriptors built from their shared addresses (`wgmma`; sm_90a), and
+  `AsyncProxyFence` is `fence.proxy.async.shared::cta`;
 - `If` is a predicated branch around its blocks, `For` a loop whose bound and
   step are evaluated at every iteration (as C does), `Barrier` is
   `bar.sync 0`, and `Return` is `ret` (from a helper, after moving the value
