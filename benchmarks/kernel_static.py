@@ -252,6 +252,7 @@ def measure(
     named: dict[str, int],
     tools: dict,
     math: str = "fast",
+    ptx_target: str | None = None,
 ) -> dict:
     from harness.ptx_interp import run_ptx_manifest_cpu
 
@@ -259,7 +260,9 @@ def measure(
     from mimir.runtime import manifest as mf
     from mimir.runtime.verify import choose_dims, default_scalars, random_inputs
 
-    result = compile_source(str(path), path.read_text(), ["ptx"], function=function, math=math)
+    result = compile_source(
+        str(path), path.read_text(), ["ptx"], function=function, math=math, ptx_target=ptx_target
+    )
     if not result.ok:
         return {"error": result.diagnostics[0].code if result.diagnostics else "?"}
     row: dict[str, Any] = {}
@@ -319,7 +322,9 @@ def measure(
             for kernel in manifest["kernels"]:
                 ptx_file = folder / kernel["file"]
                 cubin = ptx_file.with_suffix(".cubin")
-                got = ptxas_info(tools["ptxas"], ptx_file, cubin)
+                # a file for sm_90a (wgmma) assembles only for it
+                arch = "sm_90a" if ".target sm_90a" in ptx_file.read_text() else "sm_90"
+                got = ptxas_info(tools["ptxas"], ptx_file, cubin, arch)
                 info = {k: max(info[k], got[k]) for k in info}
                 if tools["cuobjdump"]:
                     lines = sass_lines(tools["cuobjdump"], cubin)
@@ -504,6 +509,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--math", default="fast", choices=("fast", "precise"), help="`mimir compile-gpu --math`"
     )
+    parser.add_argument(
+        "--ptx-target",
+        default=None,
+        choices=("sm_90a",),
+        help="`compile_source(ptx_target=...)`: sm_90a puts half matmuls on wgmma",
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tests"))
     default = "64,512,16" if args.zoo or args.files else OPS_DIMS
@@ -529,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
     for path, function in _functions(paths, args.function):
-        row = measure(path, function, targets or [64], named, tools, args.math)
+        row = measure(path, function, targets or [64], named, tools, args.math, args.ptx_target)
         row["function"] = f"{path.stem}.{function}"
         rows.append(row)
         if "error" in row:

@@ -407,6 +407,16 @@ def compile_gpu(
             "Recorded in the PTX manifest.",
         ),
     ] = "fast",
+    ptx_target: Annotated[
+        str | None,
+        typer.Option(
+            "--ptx-target",
+            help="sm_90a: float16 and bfloat16 matmuls on Hopper's warpgroup tensor cores "
+            "(wgmma), in PTX files that only compute capability 9.0 runs (the manifest's "
+            '`"requires": ["sm_90a"]`). Default: each file targets the oldest architecture '
+            "it can (sm_70, or sm_80 for cp.async and mma.sync).",
+        ),
+    ] = None,
 ) -> None:
     """Compile every @gpu function that checks clean into GPU kernels and manifests.
 
@@ -432,6 +442,9 @@ def compile_gpu(
     math = math.strip().lower()
     if math not in ("fast", "precise"):
         raise _usage_error(f"unknown `--math {math}`; expected fast or precise")
+    if ptx_target is not None and ptx_target.strip().lower() != "sm_90a":
+        raise _usage_error(f"unknown `--ptx-target {ptx_target}`; expected sm_90a")
+    ptx_target = None if ptx_target is None else "sm_90a"
     if check_only and output_dir is None:
         raise _usage_error("`--check` compares with a folder: give it with `-o DIR`")
     if emit is not None and emit.strip().lower() != "spvasm":
@@ -448,7 +461,9 @@ def compile_gpu(
             bar.total = total
             bar.step(name)
 
-        result = compile_file(path, backends, function, math=math, progress=step)
+        result = compile_file(
+            path, backends, function, math=math, progress=step, ptx_target=ptx_target
+        )
     if result.usage_error is not None:
         raise _usage_error(result.usage_error)
     # Functions that check clean and compile are written; the others are refused with

@@ -873,3 +873,328 @@ def test_a_tf32_attention_says_its_one_launch_computes_in_float32(
     precision = manifest["precision"]
     assert precision["matmul"] == "float32"
     assert precision["fallback"].startswith(says)
+
+
+# ---------------------------------------------------------------- wgmma in the interpreter
+
+
+def _wgmma_module(kind: str, n: int = 64, a_lbo: int = 128, a_sbo: int = 256) -> str:
+    """One warpgroup (128 threads) stages A (64 x 16, row-major in global) K-major and B
+    (16 x n, row-major) MN-major into shared memory without swizzle, each 8 x 16-byte core
+    matrix contiguous (B's: k-adjacent 128 bytes apart, n-adjacent 256), multiplies them
+    with one `wgmma.mma_async` and stores D (64 x n, f32, row-major). A's array has one
+    core matrix of room past its end, where a descriptor off by one reads zeros."""
+    b_lbo, b_sbo = 128, 256
+    d = ", ".join(f"%f{j}" for j in range(n // 2))
+    lines: list[str] = []
+    ins = lines.append
+    ins("ld.param.u64 %rd0, [a];")
+    ins("ld.param.u64 %rd1, [b];")
+    ins("ld.param.u64 %rd2, [out];")
+    ins("cvta.to.global.u64 %rd0, %rd0;")
+    ins("cvta.to.global.u64 %rd1, %rd1;")
+    ins("cvta.to.global.u64 %rd2, %rd2;")
+    ins("mov.u32 %r0, %tid.x;")
+    # A: thread t copies row m = t / 2, k = 8 (t % 2) .. + 7 (16 bytes) to the core-matrix row
+    ins("shr.u32 %r1, %r0, 1;")  # m
+    ins("and.b32 %r2, %r0, 1;")  # k half
+    ins("mul.wide.u32 %rd3, %r0, 16;")
+    ins("add.s64 %rd3, %rd0, %rd3;")
+    ins("and.b32 %r3, %r1, 7;")
+    ins("shl.b32 %r3, %r3, 4;")
+    ins("shr.u32 %r4, %r1, 3;")
+    ins(f"mul.lo.u32 %r4, %r4, {a_sbo};")
+    ins("add.u32 %r3, %r3, %r4;")
+    ins(f"mul.lo.u32 %r4, %r2, {a_lbo};")
+    ins("add.u32 %r3, %r3, %r4;")
+    ins("mov.u32 %r5, atile;")
+    ins("add.u32 %r3, %r3, %r5;")
+    for w in range(4):
+        ins(f"ld.global.u32 %r6, [%rd3+{4 * w}];")
+        ins(f"st.shared.u32 [%r3+{4 * w}], %r6;")
+    # B: rows k < 16 of n halves; 16-byte pieces p = k * n/8 + nb; thread t copies pieces t, t+128..
+    pieces = 16 * (n // 8)
+    ins("mov.u32 %r7, btile;")
+    for p0 in range(0, pieces, 128):
+        ins(f"add.u32 %r8, %r0, {p0};")
+        ins(f"setp.lt.u32 %p1, %r8, {pieces};")
+        ins(f"@!%p1 bra SKIP{p0};")
+        ins("mul.wide.u32 %rd4, %r8, 16;")
+        ins("add.s64 %rd4, %rd1, %rd4;")
+        ins(f"rem.u32 %r9, %r8, {n // 8};")  # nb
+        ins(f"div.u32 %r10, %r8, {n // 8};")  # k
+        ins("and.b32 %r11, %r10, 7;")
+        ins("shl.b32 %r11, %r11, 4;")
+        ins("shr.u32 %r12, %r10, 3;")
+        ins(f"mul.lo.u32 %r12, %r12, {b_lbo};")
+        ins("add.u32 %r11, %r11, %r12;")
+        ins(f"mul.lo.u32 %r12, %r9, {b_sbo};")
+        ins("add.u32 %r11, %r11, %r12;")
+        ins("add.u32 %r11, %r11, %r7;")
+        for w in range(4):
+            ins(f"ld.global.u32 %r6, [%rd4+{4 * w}];")
+            ins(f"st.shared.u32 [%r11+{4 * w}], %r6;")
+        ins(f"SKIP{p0}:")
+    ins("fence.proxy.async.shared::cta;")
+    ins("bar.sync 0;")
+    for reg, lbo, sbo, rd in (
+        ("%r5", a_lbo, a_sbo, "%rd5"),
+        ("%r7", b_lbo, b_sbo, "%rd6"),
+    ):
+        const = (lbo >> 4) << 16 | (sbo >> 4) << 32
+        ins(f"shr.u32 %r13, {reg}, 4;")
+        ins(f"cvt.u64.u32 {rd}, %r13;")
+        ins(f"or.b64 {rd}, {rd}, {const:#018x};")
+    for j in range(n // 2):
+        ins(f"mov.f32 %f{j}, 0f00000000;")
+    ins("mov.pred %p2, 1;")
+    ins("wgmma.fence.sync.aligned;")
+    ins(
+        f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} "
+        f"{{{d}}}, %rd5, %rd6, %p2, 1, 1, 0, 1;"
+    )
+    ins("wgmma.commit_group.sync.aligned;")
+    ins("wgmma.wait_group.sync.aligned 0;")
+    # D: row 16 w + g + 8 h, col 8 jj + 2 q + e of register 4 jj + 2 h + e
+    ins("shr.u32 %r14, %r0, 5;")
+    ins("and.b32 %r15, %r0, 31;")
+    ins("shr.u32 %r16, %r15, 2;")
+    ins("and.b32 %r17, %r15, 3;")
+    ins("shl.b32 %r14, %r14, 4;")
+    ins("add.u32 %r14, %r14, %r16;")  # row
+    ins(f"mul.lo.u32 %r18, %r14, {n};")
+    ins("shl.b32 %r17, %r17, 1;")
+    ins("add.u32 %r18, %r18, %r17;")
+    ins("mul.wide.u32 %rd7, %r18, 4;")
+    ins("add.s64 %rd7, %rd2, %rd7;")
+    for j in range(n // 2):
+        jj, h, e = j // 4, j // 2 % 2, j % 2
+        ins(f"st.global.f32 [%rd7+{4 * (8 * h * n + 8 * jj + e)}], %f{j};")
+    ins("ret;")
+    body = "\n".join(line if line.endswith(":") else "    " + line for line in lines)
+    return f""".version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry wg(
+    .param .u64 .ptr .global .align 16 a,
+    .param .u64 .ptr .global .align 16 b,
+    .param .u64 .ptr .global .align 4 out
+)
+.reqntid 128, 1, 1
+{{
+    .reg .pred %p<3>;
+    .reg .b32 %r<19>;
+    .reg .f32 %f<{n // 2}>;
+    .reg .b64 %rd<8>;
+    .shared .align 1024 .b8 atile[{a_sbo * 8 + 128}];
+    .shared .align 1024 .b8 btile[{32 * n}];
+{body}
+}}
+"""
+
+
+_WGMMA_VALUES = (-2.0, -1.0, -0.5, 0.25, 0.5, 1.0, 1.5, 3.0)  # exact in both types
+
+
+def _run_wgmma(text: str, kind: str, n: int = 64) -> tuple[list[float], list[float]]:
+    """The module's D and the exact product of the same random A and B."""
+    from harness.ptx_interp import _Interp, _Memory, _parse
+
+    rng = random.Random(n)
+    a = [rng.choice(_WGMMA_VALUES) for _ in range(64 * 16)]
+    b = [rng.choice(_WGMMA_VALUES) for _ in range(16 * n)]
+    pack = _to_f16_rn if kind == "f16" else _to_bf16_rn
+    buffers = [
+        bytearray(struct.pack(f"<{len(a)}H", *map(pack, a))),
+        bytearray(struct.pack(f"<{len(b)}H", *map(pack, b))),
+        bytearray(64 * n * 4),
+    ]
+    names = ("a", "b", "out")
+    regions = [
+        ((k + 1) << 40, data, name)
+        for k, (data, name) in enumerate(zip(buffers, names, strict=True))
+    ]
+    interp = _Interp(_parse(text), _Memory(regions), {})
+    interp.params = {name: struct.pack("<Q", (k + 1) << 40) for k, name in enumerate(names)}
+    interp.launch("wg", (1, 1, 1))
+    got = list(struct.unpack(f"<{64 * n}f", bytes(buffers[2])))
+    want = [
+        sum(a[16 * i + k] * b[n * k + j] for k in range(16)) for i in range(64) for j in range(n)
+    ]
+    return got, want
+
+
+@pytest.mark.parametrize(("kind", "n"), [("f16", 64), ("bf16", 64), ("f16", 128)])
+def test_wgmma_multiplies_the_matrices_its_descriptors_name(kind: str, n: int) -> None:
+    got, want = _run_wgmma(_wgmma_module(kind, n), kind, n)
+    assert got == want
+
+
+def test_wgmma_module_assembles_for_sm_90a(tmp_path: Path) -> None:
+    from test_ptx import ptxas
+
+    path = tmp_path / "wg.ptx"
+    path.write_text(_wgmma_module("f16"))
+    assert ptxas(path, "sm_90a") == (0, "")
+
+
+def _descriptor_constant(lbo: int, sbo: int) -> str:
+    return f"{(lbo >> 4) << 16 | (sbo >> 4) << 32:#018x}"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        # A's leading and stride byte offsets exchanged in its descriptor only
+        lambda t: t.replace(_descriptor_constant(128, 256), _descriptor_constant(256, 128), 1),
+        # B read K-major instead of MN-major
+        lambda t: t.replace(", 1, 1, 0, 1;", ", 1, 1, 0, 0;"),
+        # A's start address one core matrix further on
+        lambda t: t.replace(
+            "shr.u32 %r13, %r5, 4;", "shr.u32 %r13, %r5, 4;\n    add.u32 %r13, %r13, 8;"
+        ),
+    ],
+    ids=["lbo-sbo", "trans-b", "start"],
+)
+def test_a_wrong_wgmma_descriptor_gives_a_wrong_product(edit) -> None:
+    text = _wgmma_module("f16")
+    assert edit(text) != text
+    got, want = _run_wgmma(edit(text), "f16")
+    assert got != want
+
+
+def test_the_interpreter_refuses_a_swizzled_descriptor() -> None:
+    constant = _descriptor_constant(128, 256)
+    swizzled = constant.replace("0x00", "0x40", 1)  # bits 62-63: 1, the 128-byte swizzle
+    text = _wgmma_module("f16").replace(constant, swizzled, 1)
+    with pytest.raises(PtxInterpError, match="swizzle mode 1"):
+        _run_wgmma(text, "f16")
+
+
+def test_a_wgmma_result_lands_at_its_wait() -> None:
+    text = _wgmma_module("f16").replace("wgmma.wait_group.sync.aligned 0;", "")
+    got, want = _run_wgmma(text, "f16")
+    assert got == [0.0] * len(want) != want
+
+
+# ---------------------------------------------------------------- matmuls on wgmma (sm_90a)
+
+WGMMA_F16 = "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"
+
+
+WGMMA_BF16 = "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"
+
+
+def _compiled_sm90a(function: str, out: Path) -> dict:
+    """One function of `tests/kernels/tensor_cores_half.py` compiled for sm_90a into `out`."""
+    path = KERNELS / "tensor_cores_half.py"
+    result = compile_source(
+        str(path), path.read_text(), ["ptx"], function=function, ptx_target="sm_90a"
+    )
+    assert result.ok, [(d.code, d.message) for d in result.diagnostics]
+    out.mkdir(parents=True, exist_ok=True)
+    for relative, content in result.files.items():
+        assert isinstance(content, str)
+        (out / relative).write_text(content)
+    return json.loads(result.files[f"{function}.manifest.json"])  # type: ignore[arg-type]
+
+
+def _matches_the_shim(folder: Path, manifest: dict, function: str, dims: dict[str, int]) -> None:
+    actual, inputs = _run(folder, manifest, dims, 6)
+    expected = shim_reference(KERNELS / "tensor_cores_half.py", function, inputs, dims, None)
+    _compare(manifest, actual, expected, "tensor_cores_half", function, dims)
+
+
+def test_a_half_matmul_for_sm_90a_runs_on_wgmma(tmp_path: Path) -> None:
+    from test_ptx import ptxas
+
+    manifest = _compiled_sm90a("linear_gelu_f16_tiles", tmp_path)
+    validate_manifest(manifest)
+    (kernel,) = manifest["kernels"]
+    assert kernel["requires"] == ["sm_90a"]
+    path = tmp_path / kernel["file"]
+    text = path.read_text()
+    assert ".version 8.0\n.target sm_90a" in text
+    # one 64 x 128 x 16 wgmma per warpgroup and k-slice, both operands from shared memory
+    # (no ldmatrix, no mma.sync), two slices a loop step (buffers 0 and 1); proven sizes:
+    # each thread copies one 16-byte piece of each operand per slice, unguarded (before
+    # the loop and in it), fenced for the async proxy before the barrier
+    assert text.count(WGMMA_F16) == 2 and "mma.sync" not in text and "ldmatrix" not in text
+    copies = re.findall(r"cp\.async\.cg\.shared\.global [^;]*;", text)
+    assert len(copies) == 6 and all(c.endswith(", 16;") for c in copies)
+    assert text.count("fence.proxy.async.shared::cta") == 3
+    assert text.count("wgmma.wait_group.sync.aligned 0") == 2
+    assert ptxas(path, "sm_90a") == (0, "")
+    _matches_the_shim(tmp_path, manifest, "linear_gelu_f16_tiles", {})
+
+
+@pytest.mark.parametrize(
+    ("function", "dims"),
+    [
+        # three k-slices, the last half past K; two batches; K and N multiples of 8:
+        # 16-byte pieces copied (cp.async), those past the edges zero
+        ("bmm_bf16", {"B": 2, "M": 20, "K": 40, "N": 16}),
+        # N odd, then only even: words packed from element loads
+        ("bmm_bf16", {"B": 2, "M": 20, "K": 40, "N": 9}),
+        ("bmm_bf16", {"B": 2, "M": 20, "K": 40, "N": 10}),
+        # two row tiles (both warpgroups' rows), the second mostly past M; the pair
+        ("gated_f16", {"M": 130, "K": 40, "N": 24}),
+        # K odd, N even
+        ("bmm_bf16", {"B": 1, "M": 17, "K": 23, "N": 8}),
+        # one k-slice: the loop step's second slice skipped; four (two steps), columns
+        # past the first tile
+        ("bmm_bf16", {"B": 1, "M": 20, "K": 16, "N": 16}),
+        ("gated_f16", {"M": 70, "K": 64, "N": 136}),
+    ],
+)
+def test_half_matmuls_on_wgmma_match_the_shim(
+    function: str, dims: dict[str, int], tmp_path: Path
+) -> None:
+    from test_ptx import ptxas, ptxas_path
+
+    manifest = _compiled_sm90a(function, tmp_path)
+    path = tmp_path / manifest["kernels"][0]["file"]
+    text = path.read_text()
+    assert WGMMA_F16 in text or WGMMA_BF16 in text
+    assert "mma.sync" not in text
+    if ptxas_path() is not None:  # both k loops (16-byte pieces, packed words) assemble
+        assert ptxas(path, "sm_90a") == (0, "")
+    _matches_the_shim(tmp_path, manifest, function, dims)
+
+
+def test_the_sm_80_build_keeps_mma_sync(tmp_path: Path) -> None:
+    manifest = compiled_ptx("tensor_cores_half", "bmm_bf16", tmp_path)
+    text = (tmp_path / manifest["kernels"][0]["file"]).read_text()
+    assert BF16_MMA in text and "wgmma.mma_async" not in text and ".target sm_80" in text
+
+
+_CORE_DESCRIPTOR = _descriptor_constant(128, 256)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        # A's leading and stride byte offsets exchanged (B's kept)
+        lambda t: t.replace(_CORE_DESCRIPTOR, _descriptor_constant(256, 128), 1),
+        # B's exchanged
+        lambda t: re.sub(
+            f"({re.escape(_CORE_DESCRIPTOR)})(.*?){re.escape(_CORE_DESCRIPTOR)}",
+            lambda m: m.group(1) + m.group(2) + _descriptor_constant(256, 128),
+            t,
+            count=1,
+            flags=re.S,
+        ),
+        # no wait for the product before the next slice is staged over it
+        lambda t: t.replace("wgmma.wait_group.sync.aligned 0;", "wgmma.wait_group.sync.aligned 1;"),
+    ],
+    ids=["a-offsets", "b-offsets", "wait"],
+)
+def test_a_wrong_wgmma_kernel_is_caught(edit, tmp_path: Path) -> None:
+    manifest = _compiled_sm90a("bmm_bf16", tmp_path)
+    _mutated(tmp_path, manifest, edit, mma=WGMMA_BF16)
+    # K and N multiples of 8: the k loop that copies 16-byte pieces, whose wgmma the
+    # edits change
+    dims = {"B": 1, "M": 20, "K": 40, "N": 16}
+    with pytest.raises(AssertionError, match="values differ"):
+        _matches_the_shim(tmp_path, manifest, "bmm_bf16", dims)

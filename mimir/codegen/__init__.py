@@ -30,6 +30,7 @@ from mimir.codegen.ir import (
     Kernel,
     MmaSync,
     SimdgroupMultiplyAccumulate,
+    WarpgroupMma,
     legalise,
     walk_statements,
 )
@@ -89,6 +90,9 @@ def resolve_backends(names: list[str]) -> list[str]:
 MATH_MODES = ("fast", "precise")
 
 
+PTX_TARGETS = (None, "sm_90a")
+
+
 def compile_source(
     path: str,
     text: str,
@@ -96,8 +100,13 @@ def compile_source(
     function: str | None = None,
     math: str = "fast",
     progress: Callable[[int, int, str], None] | None = None,
+    ptx_target: str | None = None,
 ) -> CompileResult:
     """Compile every `@gpu` function of one file (or only `function`) for `backends`.
+
+    `ptx_target`: None (each PTX file targets the oldest architecture it can: sm_70, or
+    sm_80 for `cp.async` and `mma.sync`) or "sm_90a" (Hopper: float16 and bfloat16
+    matmuls on `wgmma`, in files that target sm_90a; the rest as with None).
 
     `math`: `fast` (PTX's exp, log, tanh, sigmoid and gelu through the hardware's
     `ex2.approx`/`rcp.approx`, a few ulp) or `precise` (correctly rounded sequences);
@@ -105,8 +114,12 @@ def compile_source(
     each function before it is compiled."""
     if math not in MATH_MODES:
         raise ValueError(f"unknown math mode `{math}`; expected one of {list(MATH_MODES)}")
+    if ptx_target not in PTX_TARGETS:
+        raise ValueError(f"unknown PTX target `{ptx_target}`; expected one of {PTX_TARGETS}")
     # room for the deepest expression the checker accepts (mimir.parse.depth)
-    return on_deep_stack(lambda: _compile_source(path, text, backends, function, math, progress))
+    return on_deep_stack(
+        lambda: _compile_source(path, text, backends, function, math, progress, ptx_target)
+    )
 
 
 def _compile_source(
@@ -116,6 +129,7 @@ def _compile_source(
     function: str | None,
     math: str,
     progress: Callable[[int, int, str], None] | None = None,
+    ptx_target: str | None = None,
 ) -> CompileResult:
     from mimir.check import check_source
 
@@ -152,7 +166,7 @@ def _compile_source(
             result.refused.append(name)
             continue
         before = len(result.diagnostics)
-        compiled = _compile_kernel(kernel, path, names, result.diagnostics, math)
+        compiled = _compile_kernel(kernel, path, names, result.diagnostics, math, ptx_target)
         if len(result.diagnostics) > before:  # refused by a backend: none of its files
             result.refused.append(name)
             continue
@@ -168,19 +182,25 @@ def compile_file(
     function: str | None = None,
     math: str = "fast",
     progress: Callable[[int, int, str], None] | None = None,
+    ptx_target: str | None = None,
 ) -> CompileResult:
     text, unreadable = read_source(Path(path))
     if unreadable is not None:
         return CompileResult(str(path), [unreadable], unreadable=True)
-    return compile_source(str(path), text or "", backends, function, math, progress)
+    return compile_source(str(path), text or "", backends, function, math, progress, ptx_target)
 
 
 def _compile_kernel(
-    kernel: Any, path: str, names: list[str], diagnostics: list[Diagnostic], math: str = "fast"
+    kernel: Any,
+    path: str,
+    names: list[str],
+    diagnostics: list[Diagnostic],
+    math: str = "fast",
+    ptx_target: str | None = None,
 ) -> list[tuple[str, str | bytes, str]]:
     """(relative path, content, text) of every file one function compiles to; none, with
     the diagnostic appended, where it cannot be compiled for every backend in `names`."""
-    builds = _Builds(kernel, names, diagnostics)
+    builds = _Builds(kernel, names, diagnostics, warpgroups=ptx_target == "sm_90a")
     if any(builds.get(*builds.kind(BACKENDS[n])) is None for n in names):
         return []
     files: list[tuple[str, str | bytes, str]] = []
@@ -196,10 +216,10 @@ Built = tuple[Schedule, list[list[int]], list[Kernel], list[Kernel], dict[str, l
 
 
 # The backends whose matmul launches are built again for their matrix units: the
-# `build` flags, and the statement that shows a launch multiplies there.
+# `build` flags, and the statements that show a launch multiplies there.
 _MATRIX_UNITS = (
-    ("ptx", {"tensor_cores": True}, MmaSync),
-    ("msl", {"simdgroup_matrices": True}, SimdgroupMultiplyAccumulate),
+    ("ptx", {"tensor_cores": True}, (MmaSync, WarpgroupMma)),
+    ("msl", {"simdgroup_matrices": True}, (SimdgroupMultiplyAccumulate,)),
 )
 
 
@@ -211,8 +231,11 @@ class _Builds:
     (None) two; with vector views a symbolic row goes 4 wide behind a run-time test
     (`mimir.codegen.schedule`)."""
 
-    def __init__(self, kernel: Any, names: list[str], diagnostics: list[Diagnostic]) -> None:
+    def __init__(
+        self, kernel: Any, names: list[str], diagnostics: list[Diagnostic], warpgroups: bool = False
+    ) -> None:
         self.kernel, self.names, self.diagnostics = kernel, names, diagnostics
+        self.warpgroups = warpgroups  # PTX for sm_90a: half matmuls on `WarpgroupMma`
         self.index_level = kernel.graph.kernel.grid is not None
         self.built: dict[tuple[str | None, bool], Built | None] = {}
 
@@ -279,6 +302,8 @@ class _Builds:
             for name, flags, unit in _MATRIX_UNITS:
                 if name not in self.names:
                     continue
+                if name == "ptx" and self.warpgroups:
+                    flags = {**flags, "warpgroups": True}
                 built = [build(s, k, **flags) for k in range(len(s.plans))]
                 if any(isinstance(st, unit) for ir in built for st in walk_statements(ir.body)):
                     own[name] = built

@@ -353,6 +353,10 @@ class CopyAsync(Stmt):
     # a u32 word of a shared array from two 16-bit elements: `value` a `Load` of an f16
     # buffer at an even element index, that element (low half) and the next (PTX only)
     pair: bool = False
+    # 16 bytes: 4 u32 words of the shared array from `value` and the elements after it (8
+    # of an f16 buffer, or 4 u32 words), both 16-byte aligned; 0 where `cond` is false
+    # (PTX only)
+    quad: bool = False
 
 
 @dataclass
@@ -428,6 +432,46 @@ class MmaSync(Stmt):
     a: tuple[Expr, ...]
     b: tuple[Expr, ...]
     kind: str = "tf32"
+
+
+WGMMA_M, WGMMA_K = 64, 16  # rows and depth of one `WarpgroupMma` (its N is 8 .. 256)
+
+
+@dataclass
+class WarpgroupMma(Stmt):
+    """One warpgroup's tensor-core multiply-add from shared memory, `D = A B + D` with `D`
+    the f32 accumulators `acc` (sm_90a: `wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16`,
+    `.bf16.bf16`, N = 2 len(acc)). The 128 threads of a warpgroup (4 consecutive warps of
+    the workgroup, its first warp's id a multiple of 4) execute it together, in uniform
+    control flow, as `MmaSync`'s warp does, and it is complete when the statement is.
+
+    A (64 x 16) and B (16 x N) are 16-bit values of `kind` ("f16" or "bf16") in the u32
+    shared arrays `a_array` and `b_array` from the words `a_index` and `b_index` (16-byte
+    aligned), in 8 x 16-byte core matrices without swizzle: A K-major (a core matrix is 8
+    rows by 8 k, each row's 8 halves contiguous), B MN-major (8 k by 8 n, each k's 8 halves
+    contiguous); `a_offsets` and `b_offsets` are each operand's (leading, stride) byte
+    offsets: between core matrices adjacent in k, and adjacent in M or N.
+
+    Thread `32 w + l` of the warpgroup (`g = l / 4`, `q = l % 4`) holds in `acc[4 j + 2 h +
+    e]` D's row `16 w + g + 8 h`, column `8 j + 2 q + e`.
+
+    Shared memory written by the threads (`Store`, `CopyAsync`) reaches it only after an
+    `AsyncProxyFence` by the writers and a `Barrier`. Only the PTX backend prints it."""
+
+    acc: tuple[Var, ...]
+    a_array: str
+    a_index: Expr
+    b_array: str
+    b_index: Expr
+    kind: str
+    a_offsets: tuple[int, int]
+    b_offsets: tuple[int, int]
+
+
+@dataclass
+class AsyncProxyFence(Stmt):
+    """This thread's earlier writes to shared memory made visible to `WarpgroupMma`'s reads
+    (PTX `fence.proxy.async.shared::cta`: the tensor cores read through the async proxy)."""
 
 
 SIMDGROUP_MATRIX = "m8x8"  # the type of an 8 x 8 f32 simdgroup matrix (MSL)
@@ -628,6 +672,8 @@ def statement_expressions(s: Stmt) -> list[Expr]:
         return [s.low, s.high]
     if isinstance(s, MmaSync):
         return [*s.acc, *s.a, *s.b]
+    if isinstance(s, WarpgroupMma):
+        return [*s.acc, s.a_index, s.b_index]
     if isinstance(s, SimdgroupLoad):
         return [s.var, s.index]
     if isinstance(s, SimdgroupMultiplyAccumulate):
@@ -872,13 +918,15 @@ def map_statement(s: Stmt, f: Any) -> Stmt:
         value = f(s.value)
         assert isinstance(value, Load)
         cond = None if s.cond is None else f(s.cond)
-        return CopyAsync(s.array, f(s.index), value, cond, s.pair)
+        return CopyAsync(s.array, f(s.index), value, cond, s.pair, s.quad)
     if isinstance(s, LoadMatrix):
         return LoadMatrix(s.vars, s.array, f(s.index), s.trans)
     if isinstance(s, PackHalves):
         return PackHalves(s.var, f(s.low), f(s.high), s.kind)
     if isinstance(s, MmaSync):
         return MmaSync(s.acc, tuple(f(a) for a in s.a), tuple(f(b) for b in s.b), s.kind)
+    if isinstance(s, WarpgroupMma):
+        return replace(s, a_index=f(s.a_index), b_index=f(s.b_index))
     if isinstance(s, (SimdgroupLoad, SimdgroupStore)):
         return replace(s, index=f(s.index))
     return s

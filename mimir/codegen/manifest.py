@@ -20,6 +20,7 @@ from mimir.codegen.ir import (
     Kernel,
     MmaSync,
     SimdgroupMultiplyAccumulate,
+    WarpgroupMma,
     WarpReduce,
     all_expressions,
     walk_statements,
@@ -184,7 +185,12 @@ def _requires(kernel: Kernel, backend: str) -> dict[str, Any]:
     Metal 2.3 on an Apple7 GPU or later: A14, M1). (PTX warps are 32 threads
     on every NVIDIA GPU and `.target sm_70` has `fence.acq_rel.gpu`; SPIR-V's
     `OpMemoryBarrier` and atomics are core Vulkan 1.1; WGSL reduces in workgroup memory
-    and hands off through core atomics: none needs anything.)"""
+    and hands off through core atomics: none needs anything.) `sm_90a`: the PTX kernel
+    multiplies on warpgroup tensor cores (`wgmma`, `.target sm_90a`), which only Hopper
+    (compute capability 9.0) runs."""
+    if backend == "ptx":
+        warpgroups = any(isinstance(st, WarpgroupMma) for st in walk_statements(kernel.body))
+        return {"requires": ["sm_90a"]} if warpgroups else {}
     if backend != "msl":
         return {}
     needs = []

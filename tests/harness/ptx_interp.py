@@ -23,7 +23,16 @@ but exited, not in the block, or waiting elsewhere is an error, as PTX leaves
 that undefined. `mma.sync.aligned.m16n8k8...tf32` and `...m16n8k16...f16` / `.bf16` are
 a rendezvous of all 32 lanes of a warp the same way; the matrices are assembled from the
 lanes' fragments as the PTX ISA lays them out (`_mma_m16n8k8`, `_mma_m16n8k16`), so a
-wrong fragment mapping gives wrong results.
+wrong fragment mapping gives wrong results. `wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16`
+(`.bf16.bf16`, sm_90a) is a rendezvous of the 128 threads of a warpgroup (4 consecutive
+warps): both operands are read from shared memory through the matrix descriptors (start
+address, leading and stride byte offsets, no swizzle: any other mode or a base offset is
+refused), K-major or, with the instruction's transpose flag, MN-major, as the PTX ISA's
+canonical layouts place the 8 x 16-byte core matrices (`_wgmma_element`); its results land in
+the accumulator registers at the `wgmma.wait_group` that completes its group (so a missing
+wait reads the old accumulators), and `wgmma.fence` orders nothing here, as each thread
+runs in program order. Shared arrays sit at small addresses, as on a GPU, so a descriptor's
+14-bit start address reaches them.
 
 `run_ptx_manifest_cpu` has the signature of `cuda_runner.run_ptx_manifest`.
 """
@@ -155,6 +164,8 @@ _ALU: dict[str, Callable[..., Any]] = {
     "mul.wide.u32": lambda a, b: a * b,
     "mul.wide.s32": lambda a, b: _s32(a) * _s32(b),
     "add.s64": lambda a, b: a + b,
+    "cvt.u64.u32": lambda a: a,
+    "or.b64": lambda a, b: a | b,
     "cvta.to.global.u64": lambda a: a,
 }
 for _cmp, _f in _CMP.items():
@@ -394,6 +405,11 @@ def _instruction(
         # 4, 4, 2 and 4 registers for both shapes (k16's A and B two halves to a register)
         d, a, b, c = (_lanes(op, n) for op, n in zip(ops, (4, 4, 2, 4), strict=True))
         return (guard, neg, "mma", d, a, b, c, _MMA[opcode])
+    if opcode.startswith("wgmma."):
+        return _wgmma_instruction(guard, neg, opcode, ops)
+    if opcode.startswith("fence.proxy.async"):
+        # generic-proxy writes made visible to wgmma's reads: one memory here
+        return (guard, neg, "fence")
     if opcode.startswith("ldmatrix."):  # ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16
         m = re.fullmatch(r"ldmatrix\.sync\.aligned\.m8n8\.x([124])(\.trans)?\.shared\.b16", opcode)
         if not m:
@@ -420,6 +436,33 @@ def _lanes(op: str, lanes: int) -> list[str]:
     if len(regs) != lanes:
         raise PtxInterpError(f"a vector of {lanes} lanes with {len(regs)} registers: `{op}`")
     return regs
+
+
+_WGMMA = re.compile(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(f16|bf16)\.(f16|bf16)")
+
+
+def _wgmma_instruction(guard: str | None, neg: bool, opcode: str, ops: list[str]) -> tuple:
+    """wgmma (sm_90a): `wgmma.fence.sync.aligned`, `wgmma.commit_group.sync.aligned`,
+    `wgmma.wait_group.sync.aligned N` and `wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T
+    {d}, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b`."""
+    if opcode == "wgmma.fence.sync.aligned":
+        return (guard, neg, "fence")
+    if opcode == "wgmma.commit_group.sync.aligned":
+        return (guard, neg, "wgcommit")
+    if opcode == "wgmma.wait_group.sync.aligned":
+        return (guard, neg, "wgwait", int(ops[0]))
+    m = _WGMMA.fullmatch(opcode)
+    if not m or m.group(2) != m.group(3) or int(m.group(1)) % 8 or not 8 <= int(m.group(1)) <= 256:
+        raise PtxInterpError(f"the interpreter does not model `{opcode}`")
+    n, kind = int(m.group(1)), m.group(2)
+    if len(ops) != 8:
+        raise PtxInterpError(f"`{opcode}` with {len(ops)} operands (the interpreter models 8)")
+    d = _lanes(ops[0], n // 2)
+    scale_a, scale_b, trans_a, trans_b = (int(o) for o in ops[4:])
+    if (scale_a, scale_b) != (1, 1):
+        raise PtxInterpError(f"`{opcode}` with negated operands is not modelled")
+    srcs = (_operand(ops[1], opcode), _operand(ops[2], opcode), _operand(ops[3], "pred"))
+    return (guard, neg, "wgmma", d, *srcs, (n, kind, trans_a, trans_b))
 
 
 def _async_instruction(guard: str | None, neg: bool, opcode: str, ops: list[str]) -> tuple:
@@ -529,6 +572,9 @@ class _Memory:
     regions: list[tuple[int, bytearray, str]]  # (base address, bytes, name)
 
     def find(self, addr: int, size: int) -> tuple[bytearray, int]:
+        for base, data, _ in self.regions:
+            if base <= addr and addr + size <= base + len(data):
+                return data, addr - base
         for base, data, name in self.regions:
             if base - 0x10000 <= addr < base + len(data) + 0x10000:
                 off = addr - base
@@ -637,6 +683,20 @@ class _Interp:
                 d = yield ("ldm", (ins[3], ins[4]), value(regs, ins[6]), regs["%tid"])
                 for r, v in zip(ins[5], d, strict=True):
                     regs[r] = v
+            elif kind == "wgmma":
+                a, b, scale = (value(regs, o) for o in ins[4:7])
+                acc = [value(regs, r) for r in ins[3]] if scale else None
+                d = yield ("wgmma", ins[7], a, b, acc, regs["%tid"])
+                regs.setdefault("%wgmma_open", []).append(list(zip(ins[3], d, strict=True)))
+            elif kind == "wgcommit":
+                regs.setdefault("%wgmma_groups", []).append(regs.pop("%wgmma_open", []))
+            elif kind == "wgwait":
+                groups = regs.get("%wgmma_groups", [])
+                cut = max(len(groups) - ins[3], 0)
+                for group in groups[:cut]:
+                    for results in group:
+                        regs.update(results)
+                regs["%wgmma_groups"] = groups[cut:]
             elif kind == "mma":
                 frags = tuple([value(regs, r) for r in ins[k]] for k in (4, 5, 6))
                 d = yield ("mma", ins[7], *frags)
@@ -805,11 +865,13 @@ class _Interp:
             self._block(fn)
 
     def _block(self, fn: _Function) -> None:
-        regions, base = [], 0x100000
+        # small addresses (a wgmma descriptor holds 14 bits of address / 16), 1 KiB aligned,
+        # 4 KiB apart so that an access just past an array touches no other
+        regions, base = [], 0x1000
         for name, size in fn.shared.items():
             self.symbols[name] = base
             regions.append((base, bytearray(size), name))
-            base += size + 0x100000
+            base += -(-(size + 0x1000) // 0x400) * 0x400
         self.shared_mem = _Memory(regions)
         self.writes, self.reads = {}, {}
         bx, by, bz = fn.block
@@ -864,8 +926,16 @@ class _Interp:
             if request is not None:
                 warps.setdefault(t // WARP, []).append(t)
         done: dict[int, Any] = {}
+        groups: dict[int, list[int]] = {}
+        for warp, lanes in warps.items():
+            if any(waiting[t][0] == "wgmma" for t in lanes):
+                groups.setdefault(warp // 4, []).extend(lanes)
+        for group, lanes in groups.items():
+            done.update(self._wgmma(group, lanes, waiting, threads, size))
         for warp, lanes in warps.items():
             base = warp * WARP
+            if warp // 4 in groups:
+                continue
             if any(waiting[t][0] == "mma" for t in lanes):
                 done.update(self._mma(warp, lanes, waiting, threads, size))
                 continue
@@ -989,6 +1059,88 @@ class _Interp:
         for t in lanes:
             del waiting[t]
         return {base + k: d[k] for k in range(WARP)}
+
+    def _wgmma(
+        self, group: int, lanes: list[int], waiting: dict[int, Any], threads: dict, size: int
+    ) -> dict[int, Any]:
+        """Complete one warpgroup's `wgmma.mma_async` once all 128 of its threads wait at
+        one with the same shape and descriptors (PTX ISA, "Asynchronous Warpgroup Level
+        Matrix Multiply-Accumulate"): D (64 x N) = A (64 x 16) B (16 x N) + D, or without
+        scale-d A B alone. Thread `128 g + 32 w + l` holds D's rows `16 w + l / 4` and `+ 8`,
+        its register j row `16 w + l / 4 + 8 (j / 2 % 2)`, column `8 (j / 4) + 2 (l % 4) +
+        j % 2` ("Register Fragments: Matrix D" of wgmma .m64nNk16). Each element is summed
+        exactly and rounded once, as `_mma_m16n8k16`; every word of the operands is read as
+        the warpgroup's first thread (race detection)."""
+        base = 4 * WARP * group
+        named = set(range(base, base + 4 * WARP))
+        if not named <= set(range(size)) or any(t not in threads for t in named):
+            raise PtxInterpError(f"`wgmma` in warpgroup {group}, which is not whole")
+        if any(waiting[t][0] != "wgmma" for t in lanes):
+            raise PtxInterpError(f"warpgroup {group}: threads at `wgmma` and elsewhere at once")
+        if set(lanes) != named:
+            return {}  # some threads have not arrived yet
+        shapes = {(waiting[t][1], waiting[t][2], waiting[t][3]) for t in lanes}
+        if len(shapes) != 1:
+            raise PtxInterpError(
+                f"warpgroup {group}: threads at `wgmma` with other shapes or descriptors"
+            )
+        ((shape, a_desc, b_desc),) = shapes
+        n, kind, trans_a, trans_b = shape
+        regs = {"%tid": waiting[base][5]}
+        a = self._wgmma_operand(a_desc, 64, trans_a, kind, regs)
+        b = self._wgmma_operand(b_desc, n, trans_b, kind, regs)  # b[n][k]
+        out = {}
+        for t in range(base, base + 4 * WARP):
+            w, lane = (t - base) // WARP, (t - base) % WARP
+            acc = waiting[t][4]
+            d = []
+            for j in range(n // 2):
+                row = 16 * w + lane // 4 + 8 * (j // 2 % 2)
+                col = 8 * (j // 4) + 2 * (lane % 4) + j % 2
+                c = 0.0 if acc is None else acc[j]
+                products = (a[row][k] * b[col][k] for k in range(16))
+                d.append(_double_to_f32(math.fsum([c, *products])))
+            out[t] = d
+        for t in lanes:
+            del waiting[t]
+        return out
+
+    def _wgmma_operand(
+        self, desc: int, rows: int, trans: int, kind: str, regs: dict[str, Any]
+    ) -> list[list[float]]:
+        """The `rows` x 16 operand (A as M x K, B as N x K) a matrix descriptor names."""
+        start = (desc & 0x3FFF) << 4
+        lbo = (desc >> 16 & 0x3FFF) << 4
+        sbo = (desc >> 32 & 0x3FFF) << 4
+        base_offset, swizzle = desc >> 49 & 7, desc >> 62 & 3
+        if swizzle or base_offset:
+            raise PtxInterpError(
+                f"a wgmma descriptor with swizzle mode {swizzle} and base offset {base_offset}:"
+                " the interpreter models only no swizzle"
+            )
+        to_f32 = _f16_to_f32 if kind == "f16" else _bf16_to_f32
+        out = []
+        for r in range(rows):
+            row = []
+            for k in range(16):
+                where = start + _wgmma_element(r, k, lbo, sbo, trans)
+                self.race_check(regs, where & ~3, write=False)
+                data, off = self.shared_mem.find(where, 2)
+                row.append(to_f32(struct.unpack("<H", data[off : off + 2])[0]))
+            out.append(row)
+        return out
+
+
+def _wgmma_element(mn: int, k: int, lbo: int, sbo: int, trans: int) -> int:
+    """The byte offset of element (mn, k) of a 16-bit wgmma operand without swizzle, in
+    the PTX ISA's canonical layouts (elements of 2 bytes, T = 8 to a 16-byte row of a core
+    matrix): K-major `((8,m),(T,2k)):((1T,SBO),(1,LBO))`, core matrices of 8 rows along
+    M/N by 8 k each, rows 16 bytes apart, k-adjacent ones LBO apart and M/N-adjacent ones
+    SBO; MN-major (`trans`) `((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))`, core matrices of 8 k
+    rows by 8 M/N each, M/N-adjacent ones SBO apart and k-adjacent ones LBO."""
+    if trans:
+        return 2 * (mn % 8) + sbo * (mn // 8) + 16 * (k % 8) + lbo * (k // 8)
+    return 16 * (mn % 8) + sbo * (mn // 8) + 2 * (k % 8) + lbo * (k // 8)
 
 
 def _covered(accesses: set[tuple[int, int]]) -> int:

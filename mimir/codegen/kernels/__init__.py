@@ -92,13 +92,18 @@ BUILDERS: dict[PlanKind, Builder] = {
 
 
 def build(
-    s: Schedule, index: int, tensor_cores: bool = False, simdgroup_matrices: bool = False
+    s: Schedule,
+    index: int,
+    tensor_cores: bool = False,
+    simdgroup_matrices: bool = False,
+    warpgroups: bool = False,
 ) -> Kernel:
     """The IR kernel for launch `index` of schedule `s`; with `tensor_cores` (a PTX build) a
-    matmul multiplies with `MmaSync` where `context.mma_kind` says, with `simdgroup_matrices`
-    (an MSL build) on simdgroup matrices."""
+    matmul multiplies with `MmaSync` where `context.mma_kind` says (with `warpgroups`, a
+    build for sm_90a, its float16 and bfloat16 products with `WarpgroupMma`), with
+    `simdgroup_matrices` (an MSL build) on simdgroup matrices."""
     plan = s.plans[index]
-    c = KernelContext(s, plan, tensor_cores, simdgroup_matrices)
+    c = KernelContext(s, plan, tensor_cores, simdgroup_matrices, warpgroups)
     workgroup_size, dispatch = BUILDERS[plan.kind](c)
     body = drop_unread_lets(c.body.root)
     shared_names = {a.name for a in c.shared}

@@ -37,15 +37,23 @@ class KernelContext:
     `mma_kind` says (float16 and bfloat16 operands; float32 ones of an
     `@gpu(precision="tf32")` function), and whose attention launches over halves do too
     (`attention_mma.fits`). `simdgroup_matrices`: an MSL build, whose matmul launches
-    accumulate in float32 on 8 x 8 simdgroup matrices (`matmul._SimdgroupWarp`)."""
+    accumulate in float32 on 8 x 8 simdgroup matrices (`matmul._SimdgroupWarp`).
+    `warpgroups`: a PTX build for sm_90a, whose float16 and bfloat16 matmuls multiply with
+    `WarpgroupMma` (`matmul._WarpgroupTile`) instead."""
 
     def __init__(
-        self, s: Schedule, plan: Plan, tensor_cores: bool = False, simdgroup_matrices: bool = False
+        self,
+        s: Schedule,
+        plan: Plan,
+        tensor_cores: bool = False,
+        simdgroup_matrices: bool = False,
+        warpgroups: bool = False,
     ) -> None:
         self.s = s
         self.plan = plan
         self.tensor_cores = tensor_cores
         self.simdgroup_matrices = simdgroup_matrices
+        self.warpgroups = warpgroups
         self.body = Body()
         # A parameter's value is always its buffer (`p = g` for an `InOut` p stores g's).
         written = (
@@ -74,7 +82,9 @@ class KernelContext:
     def restart(self) -> None:
         """Forget everything built so far: a builder that tried one layout and gave up
         (`vectorized.elementwise`) starts the next from an empty body."""
-        self.__init__(self.s, self.plan, self.tensor_cores, self.simdgroup_matrices)  # type: ignore[misc]
+        self.__init__(  # type: ignore[misc]
+            self.s, self.plan, self.tensor_cores, self.simdgroup_matrices, self.warpgroups
+        )
 
     def multiple(self, size: Any, of: int, guard: str) -> bool:
         """Whether `size` is proven a multiple of `of`; if so, `guard` is recorded as

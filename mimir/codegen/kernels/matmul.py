@@ -21,7 +21,9 @@ from mimir.codegen.ir import (
     MMA_SHAPE,
     SIMDGROUP_MATRIX,
     WARP,
+    WGMMA_M,
     Assign,
+    AsyncProxyFence,
     Barrier,
     Binary,
     Builtin,
@@ -42,6 +44,7 @@ from mimir.codegen.ir import (
     Store,
     Var,
     WaitAsync,
+    WarpgroupMma,
 )
 from mimir.codegen.kernels.context import Built, KernelContext, mma_kind
 from mimir.codegen.kernels.staging import (
@@ -157,12 +160,19 @@ class _Tile:
         self.sk = MMA_HALF_SHAPE[2] if kind in ("f16", "bf16") else SLICE
         self.size = size = BLOCK * self.sk  # elements of one buffer of either operand
         # half operands are staged as halves: u32 words of two (`_HalfTiles`)
+        # on sm_90a the half products are one warpgroup's `WarpgroupMma` (`_WarpgroupTile`)
+        self.warpgroups = c.warpgroups and kind in ("f16", "bf16")
         self.halves = _HalfTiles(self) if kind in ("f16", "bf16") else None
         if self.halves is None:
             c.shared += [SharedArray(_A, acc_t, 2 * size), SharedArray(_B, acc_t, 2 * size)]
         else:
-            c.shared += [SharedArray(_A, "u32", 2 * A_WORDS), SharedArray(_B, "u32", 2 * B_WORDS)]
-        self.mma = _MmaWarp(c, t, row0, col0, kind) if kind is not None else None
+            a_words, b_words = self.halves.a_words, self.halves.b_words
+            c.shared += [SharedArray(_A, "u32", 2 * a_words), SharedArray(_B, "u32", 2 * b_words)]
+        self.mma: _MmaWarp | _WarpgroupTile | None = None
+        if self.warpgroups and kind is not None:
+            self.mma = _WarpgroupTile(c, t, row0, col0, kind)
+        elif kind is not None:
+            self.mma = _MmaWarp(c, t, row0, col0, kind)
         if self.mma is not None:
             self.rows, self.cols = self.mma.rows, self.mma.cols
         # an MSL build: f32 products on simdgroup matrices
@@ -277,19 +287,38 @@ class _Tile:
         # this thread's `accs` through workgroup memory (`_SimdgroupWarp.spill`)
         matrices = self.simd.matrices() if self.simd is not None else None
         self.stage(u32(0), u32(0), right)
-        body.emit(WaitAsync())
-        body.emit(Barrier())
+        self.landed()
         a_row = body.let(ibin("*", self.ly, u32(VEC)), "ly")
         b_col = body.let(ibin("*", self.lx, u32(VEC)), "lx")
-        with body.for_("k0_", u32(0), self.k_ir, u32(self.sk)) as k0:
-            self.slices(k0, accs if matrices is None else matrices, right, a_row, b_col)
+        if self.warpgroups:
+            # two slices a step, in the buffers of parity 0 and then 1: the operands'
+            # descriptors are the same on every step (computed once)
+            with body.for_("k0_", u32(0), self.k_ir, u32(2 * self.sk)) as k0:
+                self.slices(k0, accs, right, a_row, b_col, parity=0)
+                k1 = body.let(ibin("+", k0, u32(self.sk)), "k1")
+                with body.if_(Binary("<", k1, self.k_ir, "bool")):
+                    self.slices(k1, accs, right, a_row, b_col, parity=1)
+        else:
+            with body.for_("k0_", u32(0), self.k_ir, u32(self.sk)) as k0:
+                self.slices(k0, accs if matrices is None else matrices, right, a_row, b_col)
         if self.simd is not None and matrices is not None:
             self.simd.spill(matrices, accs, restaged)
 
-    def slices(self, k0: Expr, accs: list[list[Var]], right: int, a_row: Expr, b_col: Expr) -> None:
-        """One k-slice: the next staged into the other buffers while this one multiplies."""
+    def slices(
+        self,
+        k0: Expr,
+        accs: list[list[Var]],
+        right: int,
+        a_row: Expr,
+        b_col: Expr,
+        parity: int | None = None,
+    ) -> None:
+        """One k-slice: the next staged into the other buffers while this one multiplies
+        (with `parity`, the halves' buffers it is in, known)."""
         body, size = self.body, self.size
-        if self.halves is not None:
+        if parity is not None:
+            cur, nxt = u32(parity), u32(1 - parity)
+        elif self.halves is not None:
             # slice s = k0 / 16 is in buffers of parity s % 2, the next in the others
             cur = body.let(Binary("&", Binary(">>", k0, u32(4), "u32"), u32(1), "u32"), "cur")
             nxt = body.let(Binary("^", cur, u32(1), "u32"), "nxt")
@@ -310,8 +339,15 @@ class _Tile:
             self.simd.slice(cur, accs)
         else:
             self.multiply(cur, accs, a_row, b_col)
-        body.emit(WaitAsync())
-        body.emit(Barrier())
+        self.landed()
+
+    def landed(self) -> None:
+        """Wait for this thread's copies, then for the workgroup's: the staged slice may be
+        read (by `WarpgroupMma`s after each thread's `AsyncProxyFence`)."""
+        self.body.emit(WaitAsync())
+        if self.warpgroups:
+            self.body.emit(AsyncProxyFence())
+        self.body.emit(Barrier())
 
     def multiply(self, cur: Expr, accs: list[list[Var]], a_row: Expr, b_col: Expr) -> None:
         """The 64 multiply-adds of each k of the slice in the buffers at `cur`, from this
@@ -397,17 +433,35 @@ class _HalfTiles:
         self.tile = tile
         ev = tile.ev
         self.kind = "f16" if ev.dtype(tile.left) == float16 else "bf16"
+        # the words of one buffer of each operand
+        self.a_words, self.b_words = (
+            (CORE_WORDS, CORE_WORDS) if tile.warpgroups else (A_WORDS, B_WORDS)
+        )
+
+    def a_step(self, q: int) -> int:
+        """Words from the slot of row `m` to that of row `m + 32 q` (same k)."""
+        return 4 * 2 * CORE * q if self.tile.warpgroups else 32 * A_STRIDE * q
+
+    def b_step(self, q: int) -> int:
+        """Words from the slot of k to that of k + 4 q (same n)."""
+        if self.tile.warpgroups:  # k + 4 q: q / 2 core matrices on, row 4 (q % 2) of it
+            return CORE * (q // 2) + 4 * 4 * (q % 2)
+        return 4 * B_STRIDE * q
 
     def offsets(self) -> None:
         """The staging offsets and guards, before the k loop."""
         tile = self.tile
         c, body, t = tile.c, tile.body, tile.t
         self.copying = True  # `_Tile.product` sets it for each of its two k loops
-        if all(sz.multiple_proof(x, 2, c.dims) is not None for x in (tile.k, tile.n)):
+        # the copies need K and N even (words), or multiples of 8 (16-byte pieces, wgmma)
+        unit = 8 if tile.warpgroups else 2
+        if all(sz.multiple_proof(x, unit, c.dims) is not None for x in (tile.k, tile.n)):
             self.even: Expr | None = None
         else:
-            odd = Binary("&", Binary("|", tile.k_ir, tile.n_ir, "u32"), u32(1), "u32")
+            odd = Binary("&", Binary("|", tile.k_ir, tile.n_ir, "u32"), u32(unit - 1), "u32")
             self.even = body.let(Binary("==", odd, u32(0), "bool"), "even")
+        if tile.warpgroups:
+            self._piece_offsets()
         a_w = body.let(ibin("%", t, u32(8)), "aw")
         self.a_k = body.let(ibin("*", a_w, u32(2)), "ak")
         a_m = body.let(ibin("/", t, u32(8)), "am")
@@ -422,7 +476,10 @@ class _HalfTiles:
             None if tile.m_b is None else body.let(Binary("<", r_, tile.m_b, "bool"), "aok")
             for r_ in self.a_rows
         ]
-        self.a_slot = body.let(ibin("+", ibin("*", a_m, u32(A_STRIDE)), a_w), "as")
+        if tile.warpgroups:
+            self.a_slot = body.let(_core_slot(a_m, a_w), "as")
+        else:
+            self.a_slot = body.let(ibin("+", ibin("*", a_m, u32(A_STRIDE)), a_w), "as")
         b_w = body.let(ibin("%", t, u32(64)), "bw")
         self.b_k = body.let(ibin("/", t, u32(64)), "bk")
         self.b_n = body.let(ibin("+", tile.col0, ibin("*", b_w, u32(2))), "bn")
@@ -434,13 +491,70 @@ class _HalfTiles:
             else body.let(Binary("<", ibin("+", self.b_n, u32(e)), tile.n_b, "bool"), "bok")
             for e in range(2)
         ]
-        self.b_slot = body.let(ibin("+", ibin("*", self.b_k, u32(B_STRIDE)), b_w), "bs")
+        if tile.warpgroups:
+            self.b_slot = body.let(_core_slot(b_w, self.b_k, mn_major=True), "bs")
+        else:
+            self.b_slot = body.let(ibin("+", ibin("*", self.b_k, u32(B_STRIDE)), b_w), "bs")
+
+    def _piece_offsets(self) -> None:
+        """What thread t copies per slice as 16-byte pieces (`copy_pieces`): A's row
+        `t / 2`, k `8 (t % 2)` .. `+ 7`, one core-matrix row; B's k `t / 16`, n `8 (t % 16)`
+        .. `+ 7`, one core-matrix row too."""
+        tile = self.tile
+        c, body, t = tile.c, tile.body, tile.t
+        a_m = body.let(ibin("/", t, u32(2)), "pm")
+        a_half = body.let(ibin("%", t, u32(2)), "ph")
+        self.piece_a_k = body.let(ibin("*", a_half, u32(8)), "pk")
+        a_row = body.let(ibin("+", tile.row0, a_m), "pr")
+        a_batch = batch_offset(c, tile.lshape, tile.batch, tile.batch_axes)
+        self.piece_a_base = body.let(ibin("+", a_batch, ibin("*", a_row, tile.k_ir)), "pa")
+        self.piece_a_ok = (
+            None if tile.m_b is None else body.let(Binary("<", a_row, tile.m_b, "bool"), "pok")
+        )
+        self.piece_a_slot = body.let(_core_slot(a_m, ibin("*", a_half, u32(4))), "ps")
+        nb = body.let(ibin("%", t, u32(16)), "pn")
+        self.piece_b_k = body.let(ibin("/", t, u32(16)), "pk")
+        b_n = body.let(ibin("+", tile.col0, ibin("*", nb, u32(8))), "pn")
+        b_batch = batch_offset(c, tile.rshape, tile.batch, tile.batch_axes)
+        self.piece_b_base = body.let(ibin("+", b_batch, b_n), "pb")
+        self.piece_b_ok = (
+            None if tile.n_b is None else body.let(Binary("<", b_n, tile.n_b, "bool"), "pok")
+        )
+        slot = _core_slot(ibin("*", nb, u32(4)), self.piece_b_k, mn_major=True)
+        self.piece_b_slot = body.let(slot, "ps")
+        # bfloat16 buffers are read in u32 words: the pieces' word offsets at k = 0 (every
+        # element offset above is even) and N's words
+        self.piece_a_word = body.let(
+            ibin("/", ibin("+", self.piece_a_base, self.piece_a_k), u32(2)), "pw"
+        )
+        self.piece_b_word = body.let(ibin("/", self.piece_b_base, u32(2)), "pw")
+        self.n_words = body.let(ibin("/", tile.n_ir, u32(2)), "nw")
+
+    def copy_pieces(self, k0: Expr, parity: Expr, right: int) -> None:
+        """The slice's two 16-byte pieces of this thread (K and N multiples of 8: a piece
+        is wholly inside the operand or wholly past it, and 16-byte aligned)."""
+        tile, body = self.tile, self.tile.body
+        a_at = body.let(ibin("+", ibin("*", parity, u32(self.a_words)), self.piece_a_slot), "sa")
+        b_at = body.let(ibin("+", ibin("*", parity, u32(self.b_words)), self.piece_b_slot), "sb")
+        ka = body.let(ibin("+", k0, self.piece_a_k), "ka")
+        cond = all_true([self.piece_a_ok, self._k_ok(ka)])
+        word = ibin("+", self.piece_a_word, ibin("/", k0, u32(2)))
+        flat = ibin("+", self.piece_a_base, ka)
+        self._copy(_A, a_at, tile.left, flat, cond, quad=True, word=word)
+        kb = body.let(ibin("+", k0, self.piece_b_k), "kb")
+        cond = all_true([self._k_ok(kb), self.piece_b_ok])
+        flat = ibin("+", self.piece_b_base, ibin("*", kb, tile.n_ir))
+        word = ibin("+", self.piece_b_word, ibin("*", kb, self.n_words))
+        self._copy(_B, b_at, right, flat, cond, quad=True, word=word)
 
     def stage(self, k0: Expr, parity: Expr, right: int) -> None:
         """Slice `k0` of both operands into the buffers of `parity`."""
         body = self.tile.body
-        a_at = body.let(ibin("+", ibin("*", parity, u32(A_WORDS)), self.a_slot), "sa")
-        b_at = body.let(ibin("+", ibin("*", parity, u32(B_WORDS)), self.b_slot), "sb")
+        if self.copying and self.tile.warpgroups:
+            self.copy_pieces(k0, parity, right)
+            return
+        a_at = body.let(ibin("+", ibin("*", parity, u32(self.a_words)), self.a_slot), "sa")
+        b_at = body.let(ibin("+", ibin("*", parity, u32(self.b_words)), self.b_slot), "sb")
         ka = body.let(ibin("+", k0, self.a_k), "ka")
         kb = body.let(ibin("+", k0, self.b_k), "kb")
         if self.copying:
@@ -457,23 +571,46 @@ class _HalfTiles:
         tile = self.tile
         ka_ok = self._k_ok(ka)
         for q in range(4):
-            slot = ibin("+", a_at, u32(32 * A_STRIDE * q))
+            slot = ibin("+", a_at, u32(self.a_step(q)))
             cond = all_true([self.a_ok[q], ka_ok])
             self._copy(_A, slot, tile.left, ibin("+", self.a_base[q], ka), cond)
         for q in range(4):
             k = ibin("+", kb, u32(4 * q))
-            slot = ibin("+", b_at, u32(4 * B_STRIDE * q))
+            slot = ibin("+", b_at, u32(self.b_step(q)))
             cond = all_true([self._k_ok(k), self.b_ok[0]])
             self._copy(_B, slot, right, ibin("+", self.b_base, ibin("*", k, tile.n_ir)), cond)
 
-    def _copy(self, array: str, slot: Expr, operand: int, flat: Expr, cond: Expr | None) -> None:
-        ev, body = self.tile.ev, self.tile.body
+    def _copy(
+        self,
+        array: str,
+        slot: Expr,
+        operand: int,
+        flat: Expr,
+        cond: Expr | None,
+        quad: bool = False,
+        word: Expr | None = None,
+    ) -> None:
+        """Copy the pair (or with `quad` the 16-byte piece) at element `flat` of `operand`;
+        a bfloat16 operand's u32 word `flat / 2`, or `word` where given (the same, in
+        fewer instructions)."""
+        ev, body, c = self.tile.ev, self.tile.body, self.tile.c
         buffer = ev.buffers[ev.resolve(operand)]
+        if quad:
+            entry = (
+                buffer,
+                "read",
+                8,
+                "K and N multiples of 8 (else the k loop that packs "
+                "words from element loads); offset a multiple of 16 bytes",
+            )
+            if entry not in c.vectorized:
+                c.vectorized.append(entry)
         if self.kind == "f16":
-            body.emit(CopyAsync(array, slot, Load(buffer, flat, "f16"), cond, pair=True))
+            value = Load(buffer, flat, "f16")
+            body.emit(CopyAsync(array, slot, value, cond, pair=not quad, quad=quad))
         else:
-            word = Load(buffer, ibin("/", flat, u32(2)), "u32")
-            body.emit(CopyAsync(array, slot, word, cond))
+            at = ibin("/", flat, u32(2)) if word is None else word
+            body.emit(CopyAsync(array, slot, Load(buffer, at, "u32"), cond, quad=quad))
 
     def pack(self, ka: Expr, kb: Expr, a_at: Expr, b_at: Expr, right: int) -> None:
         """The words of the slice packed from two guarded element loads each (K or N odd)."""
@@ -485,7 +622,7 @@ class _HalfTiles:
                 axes = [*tile.l_batch, self.a_rows[q], k]
                 idx = Idx(tile.lshape, flat=ibin("+", self.a_base[q], k), axes=axes)
                 pair.append(self._value(tile.left, idx, all_true([self.a_ok[q], self._k_ok(k)])))
-            self._store(_A, ibin("+", a_at, u32(32 * A_STRIDE * q)), pair)
+            self._store(_A, ibin("+", a_at, u32(self.a_step(q))), pair)
         for q in range(4):
             k = ibin("+", kb, u32(4 * q))
             pair = []
@@ -495,7 +632,7 @@ class _HalfTiles:
                 flat = ibin("+", ibin("+", self.b_base, u32(e)), ibin("*", k, tile.n_ir))
                 idx = Idx(tile.rshape, flat=flat, axes=axes)
                 pair.append(self._value(right, idx, all_true([self._k_ok(k), self.b_ok[e]])))
-            self._store(_B, ibin("+", b_at, u32(4 * B_STRIDE * q)), pair)
+            self._store(_B, ibin("+", b_at, u32(self.b_step(q))), pair)
 
     def _value(self, operand: int, idx: Idx, cond: Expr | None) -> Expr:
         body, ev = self.tile.body, self.tile.ev
@@ -511,6 +648,43 @@ class _HalfTiles:
         word = body.fresh("w", "u32")
         body.emit(PackHalves(word, pair[0], pair[1], self.kind))
         body.emit(Store(array, slot, word))
+
+
+# `_HalfTiles` for `WarpgroupMma` (no swizzle): 8 x 16-byte core matrices of 32 words each;
+# A's (8 rows by 8 k) 2 per 8 rows (k, then k + 8: LBO 128 bytes), 8 rows on every 256 bytes
+# (SBO); B's (8 k by 8 n) 2 per 8 columns (LBO 128), 8 columns on every 256 (SBO). 1024
+# words per buffer of each operand.
+CORE = 32
+
+
+CORE_WORDS = BLOCK * MMA_HALF_SHAPE[2] // 2
+
+
+CORE_OFFSETS = (4 * CORE, 8 * CORE)  # (leading, stride) byte offsets of both operands
+
+
+def _core_slot(mn: Expr, w: Expr, mn_major: bool = False) -> Expr:
+    """The word of a core-matrix tile (`CORE_OFFSETS`) that holds the pair at word `w` of
+    row `mn` (K-major: row m, k `2w`, `2w + 1`), or with `mn_major` at word `mn` of k row
+    `w` (n `2 mn`, `2 mn + 1` at k `w`)."""
+    if mn_major:
+        n_w, k = mn, w
+        core = ibin(
+            "+",
+            ibin("*", ibin("/", n_w, u32(4)), u32(2 * CORE)),
+            ibin("*", ibin("/", k, u32(8)), u32(CORE)),
+        )
+        return ibin(
+            "+", core, ibin("+", ibin("*", ibin("%", k, u32(8)), u32(4)), ibin("%", n_w, u32(4)))
+        )
+    core = ibin(
+        "+",
+        ibin("*", ibin("/", mn, u32(8)), u32(2 * CORE)),
+        ibin("*", ibin("/", w, u32(4)), u32(CORE)),
+    )
+    return ibin(
+        "+", core, ibin("+", ibin("*", ibin("%", mn, u32(8)), u32(4)), ibin("%", w, u32(4)))
+    )
 
 
 WARPS_M, WARPS_N = 2, 4  # the 8 warps of a matmul workgroup over its 128 x 128 tile
@@ -646,6 +820,55 @@ class _MmaWarp:
             for j, b in enumerate(b_frags):
                 acc = tuple(accs[2 * i + h][2 * j + e] for h in range(2) for e in range(2))
                 body.emit(MmaSync(acc, a, b, self.kind))
+
+
+class _WarpgroupTile:
+    """The products of a `matmul` launch on warpgroup tensor cores (PTX, sm_90a): the 256
+    threads are 2 warpgroups, warpgroup `t / 128` owns rows `64 (t / 128)` .. `+ 64` and all
+    128 columns of the tile, one `WarpgroupMma` m64n128k16 per staged k-slice, both
+    operands read from the `_HalfTiles` buffers (core-matrix layout, `CORE_OFFSETS`). Thread
+    `32 w + l` of a warpgroup, `(g, q) = (l / 4, l % 4)`, accumulates rows `16 w + g + 8 h`
+    by columns `8 j + 2 q + e` (h, e < 2, j < 16) of its warpgroup's block: grid [h][2 j + e],
+    what the epilogue stores."""
+
+    def __init__(self, c: KernelContext, t: Expr, row0: Expr, col0: Expr, kind: str) -> None:
+        body = c.body
+        self.body, self.kind = body, kind
+        group = body.let(ibin("/", t, u32(4 * WARP)), "wg")
+        warp = body.let(ibin("%", ibin("/", t, u32(WARP)), u32(4)), "warp")
+        lane = body.let(ibin("%", t, u32(WARP)), "lane")
+        g = body.let(ibin("/", lane, u32(4)), "g")
+        q = body.let(ibin("%", lane, u32(4)), "q")
+        # the warpgroup's first row of A: 8 core-matrix rows of 2 core matrices on
+        self.a_at = body.let(ibin("*", group, u32(WGMMA_M // 8 * 2 * CORE)), "fa")
+        row = ibin(
+            "+",
+            row0,
+            ibin("+", ibin("*", group, u32(WGMMA_M)), ibin("+", ibin("*", warp, u32(16)), g)),
+        )
+        col = ibin("+", col0, ibin("*", q, u32(2)))
+        self.rows = [body.let(ibin("+", row, u32(8 * h)), "row") for h in range(2)]
+        self.cols = [
+            body.let(ibin("+", col, u32(8 * j + e)), "col")
+            for j in range(BLOCK // 8)
+            for e in range(2)
+        ]
+
+    def zeros(self) -> list[list[Var]]:
+        """A thread's accumulators of one product, zero: grid [h][2 j + e]."""
+        return [
+            [self.body.var(lw.const(0, "f32"), "acc") for _ in range(BLOCK // 4)] for _ in range(2)
+        ]
+
+    def slice_halves(self, parity: Expr, accs: list[list[Var]]) -> None:
+        """The `WarpgroupMma` of the k-slice in the `_HalfTiles` buffers of `parity`."""
+        body = self.body
+        a_at = body.let(ibin("+", ibin("*", parity, u32(CORE_WORDS)), self.a_at), "ra")
+        b_at = body.let(ibin("*", parity, u32(CORE_WORDS)), "rb")
+        acc = tuple(
+            accs[h][2 * j + e] for j in range(BLOCK // 8) for h in range(2) for e in range(2)
+        )
+        body.emit(WarpgroupMma(acc, _A, a_at, _B, b_at, self.kind, CORE_OFFSETS, CORE_OFFSETS))
 
 
 SIMDS_M, SIMDS_N = 8, 4  # 8 x 8 matrices of a simdgroup's 64 x 32 block

@@ -51,6 +51,7 @@ from mimir.codegen.ir import (
     Uniform,
     Var,
     WaitAsync,
+    WarpgroupMma,
     WarpReduce,
     all_expressions,
     walk_statements,
@@ -169,7 +170,7 @@ def _thread_local(k: Kernel) -> bool:
     smaller size (`_adapted`)."""
     if k.shared or any(isinstance(e, WarpReduce) for e in all_expressions(k.body)):
         return False
-    waits = (Barrier, MmaSync, CopyAsync, WaitAsync)
+    waits = (Barrier, MmaSync, WarpgroupMma, CopyAsync, WaitAsync)
     return not any(isinstance(st, waits) for st in walk_statements(k.body))
 
 

@@ -1,5 +1,8 @@
 """PTX: one `.visible .entry` per file, text for `.target sm_70` and newer.
 
+(`sm_80` where a kernel uses `cp.async` or `mma.sync`; `.version 8.0` and `sm_90a` where
+it multiplies on `wgmma`, a build for `ptx_target="sm_90a"`.)
+
 Layout of a file:
 
     .version 7.0                        // PTX ISA 7.0: every CUDA 11+ driver JITs it,

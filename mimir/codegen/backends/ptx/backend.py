@@ -27,6 +27,7 @@ from mimir.codegen.ir import (
     MmaSync,
     SharedVectorLoad,
     Uniform,
+    WarpgroupMma,
     all_expressions,
     lower_vectors,
     walk_statements,
@@ -39,6 +40,9 @@ PTX_TARGET = "sm_70"
 # (`mma.sync ... .tf32` with `cvt.rna.tf32.f32` under `@gpu(precision="tf32")`, or
 # `mma.sync ... .f16` / `.bf16` with `cvt.rn.f16x2.f32`) needs Ampere or newer
 PTX_ASYNC_TARGET = "sm_80"
+# a matmul on warpgroup tensor cores (`wgmma.mma_async`, `WarpgroupMma`) needs Hopper's
+# architecture-specific target, which PTX ISA 8.0 introduced
+PTX_WGMMA_VERSION, PTX_WGMMA_TARGET = "8.0", "sm_90a"
 
 _TYPES = {"bool": "pred", "i32": "s32", "u32": "u32", "f32": "f32", "f16": "b16"}
 _PARAM_TYPES = {"i32": ".b32", "u32": ".b32", "f32": ".f32"}
@@ -109,9 +113,12 @@ class PTX(Backend):
         uniform = (0, len(kernel.buffers)) if kernel.uses_uniform else None
         lines = [f"// {line}" for line in header.splitlines()]
         target = PTX_ASYNC_TARGET if needs_sm80(kernel) else PTX_TARGET
+        version = PTX_VERSION
+        if uses_warpgroups(kernel):
+            version, target = PTX_WGMMA_VERSION, PTX_WGMMA_TARGET
         if not uses_async(kernel):  # no copy to wait for (a wait needs sm_80 too)
             kernel = replace(kernel, body=lower_vectors(kernel.body, keep=(SharedVectorLoad,)))
-        lines += [f".version {PTX_VERSION}", f".target {target}", ".address_size 64", ""]
+        lines += [f".version {version}", f".target {target}", ".address_size 64", ""]
         helpers = [h for h in kernel.helpers if not self._inlined(h.name)]
         signatures = self._signatures(helpers)
         for h in helpers:
@@ -180,6 +187,13 @@ class PTX(Backend):
             for s in walk_statements(kernel.body)
             if isinstance(s, (SharedVectorLoad, LoadMatrix))
         }
+        # a wgmma operand's core matrices: 128 bytes each, at 16-byte aligned addresses
+        vectors |= {
+            a
+            for s in walk_statements(kernel.body)
+            if isinstance(s, WarpgroupMma)
+            for a in (s.a_array, s.b_array)
+        }
         for a in kernel.shared:
             size = ELEMENT_BYTES[a.elem] * a.count
             align = 16 if a.name in vectors else 4  # `ld.shared.v4` needs 16-byte alignment
@@ -227,6 +241,11 @@ def uses_async(kernel: Kernel) -> bool:
 def uses_tensor_cores(kernel: Kernel) -> bool:
     """Whether the kernel multiplies with `mma.sync` (TF32, float16 or bfloat16; sm_80)."""
     return any(isinstance(s, MmaSync) for s in walk_statements(kernel.body))
+
+
+def uses_warpgroups(kernel: Kernel) -> bool:
+    """Whether the kernel multiplies with `wgmma` (float16 or bfloat16; sm_90a)."""
+    return any(isinstance(s, WarpgroupMma) for s in walk_statements(kernel.body))
 
 
 def needs_sm80(kernel: Kernel) -> bool:

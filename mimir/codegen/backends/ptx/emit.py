@@ -30,6 +30,10 @@ semantics (`mimir.codegen.ir`) and how they are kept:
 - `MmaSync` is `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` on operands rounded
   with `cvt.rna.tf32.f32`, or `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`
   (`.bf16.bf16`) on operands packed in pairs with `cvt.rn.f16x2.f32` (`mma`; sm_80);
+- `WarpgroupMma` is `wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16` (`.bf16.bf16`)
+  between `wgmma.fence` and `wgmma.commit_group` / `wgmma.wait_group 0`, its operands'
+  matrix descriptors built from their shared addresses (`wgmma`; sm_90a), and
+  `AsyncProxyFence` is `fence.proxy.async.shared::cta`;
 - `If` is a predicated branch around its blocks, `For` a loop whose bound and
   step are evaluated at every iteration (as C does), `Barrier` is
   `bar.sync 0`, and `Return` is `ret` (from a helper, after moving the value
@@ -59,6 +63,7 @@ from mimir.codegen.backends.ptx.tables import (
 from mimir.codegen.ir import (
     COMPARISONS,
     Assign,
+    AsyncProxyFence,
     AtomicAdd,
     Barrier,
     Binary,
@@ -89,6 +94,7 @@ from mimir.codegen.ir import (
     Var,
     VarDecl,
     WaitAsync,
+    WarpgroupMma,
     WarpReduce,
     all_expressions,
     walk_statements,
@@ -693,6 +699,10 @@ class Emitter:
             self.ins("cp.async.wait_all")
         elif isinstance(s, MmaSync):
             self.mma(s)
+        elif isinstance(s, WarpgroupMma):
+            self.wgmma(s)
+        elif isinstance(s, AsyncProxyFence):
+            self.ins("fence.proxy.async.shared::cta")
         elif isinstance(s, LoadMatrix):
             self.load_matrix(s)
         elif isinstance(s, PackHalves):
@@ -814,6 +824,51 @@ class Emitter:
             shape = "m16n8k8.row.col.f32.tf32.tf32.f32"
         self.ins(f"mma.sync.aligned.{shape} {d}, {{{', '.join(a)}}}, {{{', '.join(b)}}}, {d}")
 
+    def wgmma(self, s: WarpgroupMma) -> None:
+        """One warpgroup's `wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16` (`.bf16.bf16`,
+        sm_90a) between `wgmma.fence` (the accumulators were written by other instructions)
+        and a `wgmma.commit_group` / `wgmma.wait_group 0`: complete when the statement is.
+        The operands' matrix descriptors are built from their shared addresses: bits 0-13
+        the address / 16, 16-29 the leading byte offset / 16, 32-45 the stride byte offset
+        / 16, no base offset, swizzle mode 0 (none); A K-major, B MN-major (`imm-trans-b`
+        1), scale-d true (`D = A B + D`)."""
+        n = 2 * len(s.acc)
+        if s.kind not in ("f16", "bf16") or n % 8 or not 8 <= n <= 256:
+            raise refuse(f"a `WarpgroupMma` of {len(s.acc)} `{s.kind}` accumulators")
+        acc = []
+        for v in s.acc:
+            r = self.env.get(v.name)
+            if r is None or r not in self.mutable or v.type != "f32":
+                raise refuse(f"a `WarpgroupMma` into `{v.name}`, which is not an f32 variable")
+            acc.append(r)
+        descriptors = []
+        for array, index, (leading, stride) in (
+            (s.a_array, s.a_index, s.a_offsets),
+            (s.b_array, s.b_index, s.b_offsets),
+        ):
+            mem = self.memory.get(array)
+            if mem is None or mem.space != "shared" or mem.elem != "u32":
+                raise refuse(f"a `WarpgroupMma` operand in `{array}`")
+            if leading % 16 or stride % 16 or not (0 < leading < 1 << 18 and 0 < stride < 1 << 18):
+                raise refuse(f"a `WarpgroupMma` with byte offsets {leading} and {stride}")
+            address, start = self.new("u32"), self.new("u32")
+            self.ins(f"mad.lo.u32 {address}, {self.reg(index)}, 4, {mem.base}")
+            self.ins(f"shr.u32 {start}, {address}, 4")
+            wide, desc = self.regs.new("b64"), self.regs.new("b64")
+            self.ins(f"cvt.u64.u32 {wide}, {start}")
+            fields = (leading >> 4) << 16 | (stride >> 4) << 32
+            self.ins(f"or.b64 {desc}, {wide}, {fields:#018x}")
+            descriptors.append(desc)
+        scale_d = self.regs.new("pred")
+        self.ins(f"mov.pred {scale_d}, 1")
+        self.ins("wgmma.fence.sync.aligned")
+        shape = f"m64n{n}k16.f32.{s.kind}.{s.kind}"
+        d = "{" + ", ".join(acc) + "}"
+        a, b = descriptors
+        self.ins(f"wgmma.mma_async.sync.aligned.{shape} {d}, {a}, {b}, {scale_d}, 1, 1, 0, 1")
+        self.ins("wgmma.commit_group.sync.aligned")
+        self.ins("wgmma.wait_group.sync.aligned 0")
+
     def load_matrix(self, s: LoadMatrix) -> None:
         """`ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16` (sm_75) into fresh `.b32`
         registers, this lane's row address the word `s.index` of a u32 shared array."""
@@ -830,10 +885,22 @@ class Emitter:
     def copy_async(self, s: CopyAsync) -> None:
         """`cp.async.ca.shared.global` of one element (sm_80+), predicated on the guard,
         which otherwise stores 0 into the slot; done by the next `cp.async.wait_all`. With
-        `s.pair` two f16 elements into one u32 word (4 bytes, the element index even)."""
+        `s.pair` two f16 elements into one u32 word (4 bytes, the element index even); with
+        `s.quad` 16 bytes (`cp.async.cg`), the guard as its source size (16 or 0)."""
         dst_mem, dst = self.address(s.array, s.index)
         src_mem, src = self.address(s.value.array, s.value.index)
         size = ELEMENT_BYTES[src_mem.elem]
+        if s.quad:
+            if src_mem.elem not in ("f16", "u32") or dst_mem.elem != "u32":
+                raise refuse(f"a 16-byte asynchronous copy from `{s.value.array}`")
+            if s.cond is None:
+                self.ins(f"cp.async.cg.shared.global {dst}, {src}, 16")
+                return
+            # the guard as the bytes read (16 or none: the rest zero-filled), no branch
+            n = self.new("u32")
+            self.ins(f"selp.b32 {n}, 16, 0, {self.reg(s.cond)}")
+            self.ins(f"cp.async.cg.shared.global {dst}, {src}, 16, {n}")
+            return
         if s.pair:
             if src_mem.elem != "f16" or dst_mem.elem != "u32":
                 raise refuse(f"a paired asynchronous copy from `{s.value.array}`")
