@@ -566,8 +566,10 @@ def test_half_attention_runs_both_products_on_tensor_cores(tmp_path: Path) -> No
     `ldmatrix.x4`), k's rows (16 `ldmatrix.x4`) and v's (16 `.trans`) per block, p packed
     from the accumulators (16 words) with no store of the scores to workgroup memory. T is
     symbolic: a loop over the whole blocks of keys, with no guard, then one for the last
-    block, partly past T, so each of those counts twice; the only `st.shared` are the zeros
-    of rows past T (16 words a thread of q's rows, and of the last block's k and v rows)."""
+    block, partly past T, so each of those counts twice. Rows are staged 16 bytes a
+    `cp.async` (4 a thread for q's 64 rows, 4 for k's and 4 for v's a block), the rows past
+    T zero-filled by the copy's source size: no `st.shared` at all. Each p is one
+    `ex2.approx`, with no test for -inf."""
     manifest = compiled_ptx("tensor_cores_half", "attention_f16", tmp_path)
     validate_manifest(manifest)
     assert [k["file"] for k in manifest["kernels"]] == ["attention_f16_0_attention.ptx"]
@@ -576,8 +578,13 @@ def test_half_attention_runs_both_products_on_tensor_cores(tmp_path: Path) -> No
     assert text.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4 + 2 * 16
     assert text.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 2 * 16
     assert text.count("cvt.rn.f16x2.f32") == 2 * 16
-    stores = [line for line in text.splitlines() if "st.shared" in line]
-    assert len(stores) == 3 * 16 and all(line.endswith(", 0;") for line in stores)
+    assert text.count("cp.async.cg.shared.global") == 4 + 2 * 8 and "cp.async.ca" not in text
+    assert text.count(", 16, %r") == 4 + 8 and "st.shared" not in text
+    # 32 p and 2 rescale factors a thread in each loop; in the first (whole blocks) -inf is
+    # only each row's test of its running max, not one per score
+    assert text.count("ex2.approx.ftz.f32") == 2 * (32 + 2)
+    whole = re.search(r"\$L_loop_\d+:(.*?)\n\$L_endloop_\d+:", text, re.S)
+    assert whole and whole.group(1).count("0fFF800000") == 2
     # each row's max over the 4 lanes of its quad (two butterfly rounds, two rows) in each
     # loop, and its sum after them
     assert text.count("shfl.sync.bfly.b32") == 2 * 4 + 4
@@ -613,6 +620,18 @@ def test_half_attention_on_tensor_cores_matches_the_shim(
     actual, inputs = _run(tmp_path, manifest, dims, 7)
     expected = shim_reference(KERNELS / "tensor_cores_half.py", function, inputs, dims, None)
     _compare(manifest, actual, expected, "tensor_cores_half", function, dims)
+
+
+def test_half_attention_under_precise_math_has_no_approximate_exp(tmp_path: Path) -> None:
+    """Each p is 2^t; `--math precise` computes it as the correctly rounded e^(t ln 2), not
+    `ex2.approx`, and still matches the shim."""
+    manifest = compiled_ptx("tensor_cores_half", "attention_f16", tmp_path, "precise")
+    text = (tmp_path / manifest["kernels"][0]["file"]).read_text()
+    assert ".approx" not in text and ".ftz" not in text and "mul.rn.f32 %f" in text
+    dims = {"T": 100}
+    actual, inputs = _run(tmp_path, manifest, dims, 7)
+    expected = shim_reference(KERNELS / "tensor_cores_half.py", "attention_f16", inputs, dims, None)
+    _compare(manifest, actual, expected, "tensor_cores_half", "attention_f16", dims)
 
 
 def test_causal_half_attention_skips_the_blocks_past_the_diagonal(tmp_path: Path) -> None:

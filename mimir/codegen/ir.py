@@ -353,6 +353,9 @@ class CopyAsync(Stmt):
     # a u32 word of a shared array from two 16-bit elements: `value` a `Load` of an f16
     # buffer at an even element index, that element (low half) and the next (PTX only)
     pair: bool = False
+    # consecutive u32 words copied from `index` on (PTX only): 4 is one 16-byte copy, both
+    # addresses 16-byte aligned (`value` an f16 index a multiple of 8, or a u32 one of 4)
+    words: int = 1
 
 
 @dataclass
@@ -872,7 +875,7 @@ def map_statement(s: Stmt, f: Any) -> Stmt:
         value = f(s.value)
         assert isinstance(value, Load)
         cond = None if s.cond is None else f(s.cond)
-        return CopyAsync(s.array, f(s.index), value, cond, s.pair)
+        return CopyAsync(s.array, f(s.index), value, cond, s.pair, s.words)
     if isinstance(s, LoadMatrix):
         return LoadMatrix(s.vars, s.array, f(s.index), s.trans)
     if isinstance(s, PackHalves):
@@ -946,14 +949,18 @@ def lower_vectors(body: list[Stmt], keep: tuple[type, ...] = ()) -> list[Stmt]:
                 for j, v in enumerate(s.vars)
             ]
         elif isinstance(s, CopyAsync):
-            store = Store(s.array, s.index, s.value)
-            if s.cond is None:
-                out.append(store)
-            else:
-                zero = Store(
-                    s.array, s.index, Const(0.0 if s.value.type == "f32" else 0, s.value.type)
-                )
-                out.append(If(s.cond, [store], [zero]))
+            for j in range(s.words):
+                at = fold(Binary("+", s.index, Const(j, "u32"), "u32")) if j else s.index
+                value = s.value
+                if j:
+                    index = fold(Binary("+", value.index, Const(j, "u32"), "u32"))
+                    value = replace(value, index=index)
+                store = Store(s.array, at, value)
+                if s.cond is None:
+                    out.append(store)
+                else:
+                    zero = Const(0.0 if value.type == "f32" else 0, value.type)
+                    out.append(If(s.cond, [store], [Store(s.array, at, zero)]))
         elif isinstance(s, WaitAsync):
             continue
         elif isinstance(s, If):

@@ -19,13 +19,14 @@ and sum are over the 4 lanes of its quad (`WarpReduce` of 4 lanes: `shfl.sync`).
 
 Per block of keys (first the blocks of 64 keys, with no guard, then the last, partly past
 the keys, where it is not proven whole): its rows of k and v copied into workgroup memory
-(`cp.async` of packed pairs; rows past the keys 0); S = q k.T, k's rows read with
-`ldmatrix.x4` (a key's pairs of d are B's pairs of k: no `.trans`); the epilogue f per score
-(-inf past the last key, its loads guarded); each row's max, the running max m grown to it,
-O and the lane's share of the row's sum l rescaled by exp(m_old - m), p = exp(x - m); O += P
-V, v's rows read with `ldmatrix.x4.trans`. After the last block each output is O / l through
-the epilogue. Under a causal mask the walk stops after the last key the workgroup's rows
-keep (`causal_end`); the blocks it crosses are masked by f itself.
+(16-byte `cp.async`; rows past the keys zero-filled); S = q k.T, k's rows read with
+`ldmatrix.x4` (a key's pairs of d are B's pairs of k: no `.trans`); the epilogue f per
+score (-inf past the last key, its loads guarded); each row's max, the running max m grown
+to it, O and the lane's share of the row's sum l rescaled by exp(m_old - m), p = exp(x - m)
+(each one `ex2.approx` of an fma, `online`); O += P V, v's rows read with
+`ldmatrix.x4.trans`. After the last block each output is O / l through the epilogue. Under
+a causal mask the walk stops after the last key the workgroup's rows keep (`causal_end`);
+the blocks it crosses are masked by f itself.
 
 Workgroup memory: q's tile then k's (one array: q's fragments are in registers before k is
 staged) and v's, each row D / 2 (E / 2) words and 4 words of padding, which puts the 8
@@ -62,7 +63,7 @@ from mimir.codegen.ir import (
 )
 from mimir.codegen.kernels.causal import causal_end, causal_reach
 from mimir.codegen.kernels.context import Built, KernelContext, mma_kind
-from mimir.codegen.kernels.online import rescale_factor, running_max
+from mimir.codegen.kernels.online import running_max
 from mimir.codegen.kernels.staging import all_true, batch_offset, exprs_of, write_where
 from mimir.codegen.schedule.layout import softmax_input
 from mimir.codegen.schedule.plan import Attention
@@ -136,6 +137,14 @@ def build(c: KernelContext, operands: Operands) -> Built:
     return (THREADS, 1, 1), heads.dispatch
 
 
+_LOG2E = 1.4426950408889634
+
+
+def _ex2(t: Expr) -> Expr:
+    """2^t: the hardware's `ex2.approx.ftz.f32` under fast math (`Emitter.exp2`)."""
+    return lw.call("exp2", t, t="f32")
+
+
 # the workgroup arrays: q's rows then each block's k rows, and each block's v rows
 _QK, _V = "$qk_tile", "$v_tile"
 
@@ -198,11 +207,11 @@ class _MmaHeads:
             SharedArray(_V, "u32", KEYS * vs),
         ]
         self.causal = causal_reach(ev, self.x, self.first)
-        # what each thread stages of q, k and v (`stage`), computed before the loops
+        # the 16-byte chunk each thread stages of q, k and v (`stage`), computed before the loops
         self._spread: dict[int, tuple[Expr, Expr]] = {}
-        for words in sorted({d // 2, e // 2}):
-            w = body.let(ibin("%", t, u32(words)), "w")
-            self._spread[words] = (w, body.let(ibin("/", t, u32(words)), "wr"))
+        for chunks in sorted({d // 8, e // 8}):
+            w = body.let(ibin("%", t, u32(chunks)), "w")
+            self._spread[chunks] = (w, body.let(ibin("/", t, u32(chunks)), "wr"))
         self._base = {x: batch_offset(c, ev.shape(x), batch, self.batch_axes) for x in operands[:3]}
         self.q_frags = self.load_q()
         inf, zero = lw.const(-lw.INF, "f32"), lw.const(0, "f32")
@@ -220,17 +229,18 @@ class _MmaHeads:
         self, array: str, operand: int, shape: tuple, first: Expr, bound: Expr | None
     ) -> None:
         """Rows `first` .. `first + 63` of `operand` (a matrix of `shape`, this workgroup's
-        batch) into `array`, their pairs as words at a row stride of width / 2 + `PAD`
-        (`cp.async` of 4 bytes; 0 past `bound`): thread t the words `t % (width / 2)` of
-        rows `t / (width / 2)` + `128 / (width / 2)` i."""
+        batch) into `array`, their pairs as words at a row stride of width / 2 + `PAD`, 8
+        halves (4 words, 16 bytes) a `cp.async` (zeros past `bound`): thread t the chunk
+        `t % (width / 8)` of rows `t / (width / 8)` + `128 / (width / 8)` i. A head dim
+        (`HEAD_DIMS`) is a multiple of 16, so each chunk is 16-byte aligned in both."""
         body, width = self.body, shape[-1]
-        words = width // 2
-        w, row_in = self._spread[words]
+        chunks, words = width // 8, width // 2
+        w, row_in = self._spread[chunks]
         base = self._base[operand]
         start = body.let(ibin("+", base, ibin("*", ibin("+", first, row_in), u32(width))), "st")
-        start = body.let(ibin("+", start, ibin("*", w, u32(2))), "st")
-        slot0 = body.let(ibin("+", ibin("*", row_in, u32(words + PAD)), w), "sl")
-        apart = THREADS // words
+        start = body.let(ibin("+", start, ibin("*", w, u32(8))), "st")
+        slot0 = body.let(ibin("+", ibin("*", row_in, u32(words + PAD)), ibin("*", w, u32(4))), "sl")
+        apart = THREADS // chunks
         buffer = self.ev.buffers[operand]
         for i in range(ROWS // apart):
             row = ibin("+", ibin("+", first, row_in), u32(apart * i))
@@ -238,10 +248,11 @@ class _MmaHeads:
             flat = ibin("+", start, u32(apart * i * width))
             slot = ibin("+", slot0, u32(apart * i * (words + PAD)))
             if self.ops.kind == "f16":
-                body.emit(CopyAsync(array, slot, Load(buffer, flat, "f16"), ok, pair=True))
+                value = Load(buffer, flat, "f16")
+                body.emit(CopyAsync(array, slot, value, ok, pair=True, words=4))
             else:  # a bfloat16 buffer is u32 words of two already
                 word = Load(buffer, ibin("/", flat, u32(2)), "u32")
-                body.emit(CopyAsync(array, slot, word, ok))
+                body.emit(CopyAsync(array, slot, word, ok, words=4))
 
     def load_q(self) -> list[tuple[Var, ...]]:
         """q's rows staged, and this lane's A fragments of them read, once."""
@@ -337,22 +348,30 @@ class _MmaHeads:
 
     def online(self, row_x: list[Expr], h: int) -> tuple[Expr, list[Expr]]:
         """Row g + 8h's step of the online softmax over this lane's 16 values of the block:
-        the block's max over the quad, the running max grown to it, the rescale factor
-        exp(m_old - m) (returned), p = exp(x - m) (0 for a -inf; returned) and the lane's
-        share of the row's sum rescaled and added to."""
+        the block's max over the quad, the running max m grown to it, the rescale factor
+        exp(m_old - m) (returned), p = exp(x - m) (returned) and the lane's share of the
+        row's sum rescaled and added to.
+
+        Each exp is 2^(x log2 e - m log2 e) (one fma, then one `ex2.approx` under fast
+        math), as FlashAttention computes it: its error, a few float32 ulp and |x - m|
+        2^-24 relative, is far below the half p is rounded to for the second product. A
+        row whose max is still -inf (every x so far -inf) subtracts 0 instead, so its -inf
+        x give 2^-inf = 0 with no test per score."""
         body, f32 = self.body, "f32"
-        inf, zero = lw.const(-lw.INF, f32), lw.const(0, f32)
+        inf, zero, one = lw.const(-lw.INF, f32), lw.const(0, f32), lw.const(1, f32)
+        log2e, minus_log2e = lw.const(_LOG2E, f32), lw.const(-_LOG2E, f32)
         block = row_x[0]
         for x in row_x[1:]:
             block = running_max(block, x)
         block = body.let(WarpReduce("fmax", body.let(block, "bm"), f32, 4), "bm")
         top, total = self.top[h], self.sums[h]
         grown = body.let(running_max(top, block), "mn")
-        alpha = body.let(rescale_factor(top, grown), "alpha")
-        row_p = []
-        for x in row_x:
-            e_ = lw.call("exp", lw.bin_("-", x, grown))
-            row_p.append(body.let(lw.select(lw.bin_("!=", x, inf), e_, zero), "p"))
+        shift = lw.select(lw.bin_("==", grown, inf), zero, grown)
+        minus = body.let(lw.bin_("*", shift, minus_log2e), "ml")
+        # 1 while the max holds (also from -inf to -inf), 0 from -inf (nothing summed)
+        moved = _ex2(lw.call("fma", top, log2e, minus))
+        alpha = body.let(lw.select(lw.bin_("==", top, grown), one, moved), "alpha")
+        row_p = [body.let(_ex2(lw.call("fma", x, log2e, minus)), "p") for x in row_x]
         added: Expr = row_p[0]
         for p in row_p[1:]:
             added = lw.bin_("+", added, p)

@@ -14,6 +14,7 @@ __all__ = [
     "ELEMENT_BYTES",
     "MEMORY_TYPE",
     "MOV",
+    "PTX_INTRINSICS",
     "SHIFTS",
     "SIMPLE_INTRINSICS",
     "TYPE",
@@ -48,6 +49,10 @@ BUILTINS = {
     for ir, ptx in (("local", "tid"), ("group", "ctaid"), ("groups", "nctaid"))
     for axis in "xyz"
 }
+
+# Intrinsics only PTX kernels call (no array op lowers to them): `exp2`, 2^x, for the
+# tensor-core attention's softmax (`kernels.attention_mma`; `Emitter.call` prints it).
+PTX_INTRINSICS = ("exp2",)
 
 SIMPLE_INTRINSICS = {
     ("sqrt", "f32"): "sqrt.rn.f32",
