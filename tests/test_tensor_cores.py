@@ -577,7 +577,10 @@ def test_half_attention_runs_both_products_on_tensor_cores(tmp_path: Path) -> No
     assert text.count(F16_MMA) == 2 * 64 and "fma.rn.f32 %f" in text  # (exp's)
     assert text.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4 + 2 * 16
     assert text.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 2 * 16
-    assert text.count("cvt.rn.f16x2.f32") == 2 * 16
+    # in each loop 16 words of p, and the 32 scaled scores rounded to float16 two at a time
+    # (then the output's 32 roundings after the loops, one each)
+    assert text.count("cvt.rn.f16x2.f32") == 2 * (16 + 16)
+    assert text.count("cvt.rn.f16.f32") == 32
     assert text.count("cp.async.cg.shared.global") == 4 + 2 * 8 and "cp.async.ca" not in text
     assert text.count(", 16, %r") == 4 + 8 and "st.shared" not in text
     # 32 p and 2 rescale factors a thread in each loop; in the first (whole blocks) -inf is
@@ -645,16 +648,25 @@ def test_causal_half_attention_skips_the_blocks_past_the_diagonal(tmp_path: Path
     [
         # v's key-major rows read untransposed: V[e][key] in place of V[key][e]
         lambda t: t.replace(".x4.trans.shared", ".x4.shared"),
-        # keys 2q and 2q + 1 of p exchanged as they are packed into P's A fragment
+        # keys 2q and 2q + 1 of p exchanged as they are packed into P's A fragment (the
+        # packs of scores, read back at once by `cvt.u16.u32`, left alone)
         lambda t: re.sub(
-            r"cvt\.rn\.f16x2\.f32 (%r\d+), (%f\d+), (%f\d+)", r"cvt.rn.f16x2.f32 \1, \3, \2", t
+            r"cvt\.rn\.f16x2\.f32 (%r\d+), (%f\d+), (%f\d+);(?!\n    cvt\.u16\.u32)",
+            r"cvt.rn.f16x2.f32 \1, \3, \2;",
+            t,
+        ),
+        # the two scores of a pair exchanged as they are rounded to float16
+        lambda t: re.sub(
+            r"cvt\.rn\.f16x2\.f32 (%r\d+), (%f\d+), (%f\d+);(?=\n    cvt\.u16\.u32)",
+            r"cvt.rn.f16x2.f32 \1, \3, \2;",
+            t,
         ),
         # each row's max and sum over one lane's 16 scores of the row, not its quad's 64
         lambda t: re.sub(
             r"shfl\.sync\.bfly\.b32 (%f\d+), (%f\d+), \d+, 0x1f, 0xffffffff;", r"mov.b32 \1, \2;", t
         ),
     ],
-    ids=["v untransposed", "p pairs swapped", "no quad exchange"],
+    ids=["v untransposed", "p pairs swapped", "score pairs swapped", "no quad exchange"],
 )
 def test_a_wrong_half_attention_is_caught(edit, tmp_path: Path) -> None:
     manifest = compiled_ptx("tensor_cores_half", "attention_f16", tmp_path)

@@ -376,9 +376,9 @@ class LoadMatrix(Stmt):
 
 @dataclass
 class PackHalves(Stmt):
-    """`var` (u32) = `low` and `high` (f32 values exact in `kind`, "f16" or "bf16") packed,
-    `low` in bits 0-15 (PTX `cvt.rn.f16x2.f32` / `.bf16x2`, exact). PTX only, as
-    `LoadMatrix`."""
+    """`var` (u32) = `low` and `high` (f32 values, "f16" or "bf16") rounded to `kind` to
+    nearest even and packed, `low` in bits 0-15 (PTX `cvt.rn.f16x2.f32` / `.bf16x2`; exact
+    for values already in `kind`). PTX only, as `LoadMatrix`."""
 
     var: Var
     low: Expr

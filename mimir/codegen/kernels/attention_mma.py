@@ -41,20 +41,24 @@ from typing import NamedTuple
 
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
-from mimir.codegen.builder import Idx, ibin, size_ir, u32
+from mimir.codegen.builder import Body, Idx, ibin, size_ir, u32
 from mimir.codegen.ir import (
     WARP,
     Assign,
     Barrier,
     Binary,
+    Bitcast,
     Builtin,
+    Cast,
     CopyAsync,
     Expr,
+    Let,
     Load,
     LoadMatrix,
     MmaSync,
     PackHalves,
     SharedArray,
+    Stmt,
     Var,
     WaitAsync,
     WarpReduce,
@@ -143,6 +147,42 @@ _LOG2E = 1.4426950408889634
 def _ex2(t: Expr) -> Expr:
     """2^t: the hardware's `ex2.approx.ftz.f32` under fast math (`Emitter.exp2`)."""
     return lw.call("exp2", t, t="f32")
+
+
+def _rounded_to_half(e: Expr) -> Expr | None:
+    """The f32 value `e` rounds to float16 and back (`Cast(Cast(a, f16), f32)`), else None."""
+    if isinstance(e, Cast) and e.type == "f32" and isinstance(e.a, Cast) and e.a.type == "f16":
+        return e.a.a if e.a.a.type == "f32" else None
+    return None
+
+
+def _paired(body: Body, first: list[Stmt], second: list[Stmt]) -> None:
+    """Two scores' epilogue statements, the same f of two scores (each its own `Let`s), side
+    by side: where both round an f32 to float16 (`_rounded_to_half`), the two are packed
+    by one `cvt.rn.f16x2.f32` (`PackHalves`, rounding to nearest even as `cvt.rn.f16.f32`
+    does) and read back from its halves. Statements not in that shape, or a second that
+    uses what the first binds, are emitted one list after the other."""
+    bound = {st.var.name for st in first if isinstance(st, Let)}
+    used = {
+        x.name for st in second for e in exprs_of(st) for x in walk_expr(e) if isinstance(x, Var)
+    }
+    same = len(first) == len(second) and all(isinstance(st, Let) for st in [*first, *second])
+    if not same or bound & used:
+        for st in [*first, *second]:
+            body.emit(st)
+        return
+    for a, b in zip(first, second, strict=True):
+        assert isinstance(a, Let) and isinstance(b, Let)
+        low, high = _rounded_to_half(a.value), _rounded_to_half(b.value)
+        if low is None or high is None:
+            body.emit(a)
+            body.emit(b)
+            continue
+        word = body.fresh("xh", "u32")
+        body.emit(PackHalves(word, low, high, "f16"))
+        body.emit(Let(a.var, Cast(Bitcast(word, "f16"), "f32")))
+        top = Binary(">>", word, u32(16), "u32")
+        body.emit(Let(b.var, Cast(Bitcast(top, "f16"), "f32")))
 
 
 # the workgroup arrays: q's rows then each block's k rows, and each block's v rows
@@ -313,13 +353,16 @@ class _MmaHeads:
     def epilogue(self, n0: Expr, scores: list[list[Var]], bound: Expr | None) -> list[list[Expr]]:
         """The softmax's inputs x = f(s) of this lane's scores, grid [j][2h + e] as the
         accumulators: -inf from key `bound` on; an f that loads (a mask input) evaluated
-        only where the row and key are inside."""
+        only where the row and key are inside. The two scores of a row in a tile (e = 0,
+        1) are computed side by side, their roundings to float16 one `cvt.rn.f16x2.f32`
+        (`_paired`)."""
         ev, body, first = self.ev, self.body, self.first
         inf = lw.const(-lw.INF, "f32")
         xs: list[list[Expr]] = []
         for j in range(KEYS // 8):
             tile_x: list[Expr] = []
             for h in range(2):
+                pair = []
                 for e in range(2):
                     key = body.let(ibin("+", n0, ibin("+", self.q2, u32(8 * j + e))), "key")
                     key_ok = None if bound is None else Binary("<", key, bound, "bool")
@@ -330,6 +373,14 @@ class _MmaHeads:
                         value = ev.at(self.x, idx)
                     exprs = [x for st in walk_statements(trial) for x in exprs_of(st)]
                     loads = any(isinstance(x, Load) for x in [*exprs, *walk_expr(value)])
+                    pair.append((trial, value, key_ok, idx, score, loads))
+                if not any(loads for *_, loads in pair):
+                    _paired(body, pair[0][0], pair[1][0])
+                    for _, value, key_ok, *_ in pair:
+                        value = value if key_ok is None else lw.select(key_ok, value, inf)
+                        tile_x.append(body.let(value, "x"))
+                    continue
+                for trial, value, key_ok, idx, score, loads in pair:
                     if not loads:
                         for st in trial:
                             body.emit(st)
