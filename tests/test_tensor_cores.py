@@ -581,6 +581,8 @@ def test_half_attention_runs_both_products_on_tensor_cores(tmp_path: Path) -> No
     # (then the output's 32 roundings after the loops, one each)
     assert text.count("cvt.rn.f16x2.f32") == 2 * (16 + 16)
     assert text.count("cvt.rn.f16.f32") == 32
+    # each pair of products, rounded to float16 first, scaled by 0.125 as float16
+    assert text.count("mul.rn.f16x2") == 2 * 16 and "0f3E000000" not in text
     assert text.count("cp.async.cg.shared.global") == 4 + 2 * 8 and "cp.async.ca" not in text
     assert text.count(", 16, %r") == 4 + 8 and "st.shared" not in text
     # 32 p and 2 rescale factors a thread in each loop; in the first (whole blocks) -inf is
@@ -643,24 +645,28 @@ def test_causal_half_attention_skips_the_blocks_past_the_diagonal(tmp_path: Path
     assert skipped["work"].startswith("every step for the blocks of 64 keys from key r + 64")
 
 
+def _swap_packs(text: str, scores: bool) -> str:
+    """`text` with the two operands of each `cvt.rn.f16x2.f32` exchanged: those packing
+    scores (scaled and read back as halves) with `scores`, else those packing p."""
+    read_back = set(re.findall(r"mul\.rn\.f16x2 %r\d+, (%r\d+),", text))
+
+    def swap(m: re.Match) -> str:
+        if (m.group(1) in read_back) != scores:
+            return m.group(0)
+        return f"cvt.rn.f16x2.f32 {m.group(1)}, {m.group(3)}, {m.group(2)};"
+
+    return re.sub(r"cvt\.rn\.f16x2\.f32 (%r\d+), (%f\d+), (%f\d+);", swap, text)
+
+
 @pytest.mark.parametrize(
     "edit",
     [
         # v's key-major rows read untransposed: V[e][key] in place of V[key][e]
         lambda t: t.replace(".x4.trans.shared", ".x4.shared"),
-        # keys 2q and 2q + 1 of p exchanged as they are packed into P's A fragment (the
-        # packs of scores, read back at once by `cvt.u16.u32`, left alone)
-        lambda t: re.sub(
-            r"cvt\.rn\.f16x2\.f32 (%r\d+), (%f\d+), (%f\d+);(?!\n    cvt\.u16\.u32)",
-            r"cvt.rn.f16x2.f32 \1, \3, \2;",
-            t,
-        ),
+        # keys 2q and 2q + 1 of p exchanged as they are packed into P's A fragment
+        lambda t: _swap_packs(t, scores=False),
         # the two scores of a pair exchanged as they are rounded to float16
-        lambda t: re.sub(
-            r"cvt\.rn\.f16x2\.f32 (%r\d+), (%f\d+), (%f\d+);(?=\n    cvt\.u16\.u32)",
-            r"cvt.rn.f16x2.f32 \1, \3, \2;",
-            t,
-        ),
+        lambda t: _swap_packs(t, scores=True),
         # each row's max and sum over one lane's 16 scores of the row, not its quad's 64
         lambda t: re.sub(
             r"shfl\.sync\.bfly\.b32 (%f\d+), (%f\d+), \d+, 0x1f, 0xffffffff;", r"mov.b32 \1, \2;", t

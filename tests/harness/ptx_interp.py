@@ -143,6 +143,11 @@ _ALU: dict[str, Callable[..., Any]] = {
     "cvt.rn.f16x2.f32": lambda a, b: (_to_f16_rn(a) << 16) | _to_f16_rn(b),
     "cvt.rn.bf16x2.f32": lambda a, b: (_to_bf16_rn(a) << 16) | _to_bf16_rn(b),
     "cvt.f32.f16": _f16_to_f32,
+    # two packed float16 products, each exact in a double and rounded once
+    "mul.rn.f16x2": lambda a, b: (
+        _to_f16_rn(_f16_to_f32(a >> 16) * _f16_to_f32(b >> 16)) << 16
+        | _to_f16_rn(_f16_to_f32(a & 0xFFFF) * _f16_to_f32(b & 0xFFFF))
+    ),
     "cvt.u32.u16": lambda a: a & 0xFFFF,
     "cvt.u16.u32": lambda a: a & 0xFFFF,
     "testp.infinite.f32": math.isinf,

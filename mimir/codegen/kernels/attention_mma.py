@@ -37,6 +37,7 @@ for 128.
 from __future__ import annotations
 
 import contextlib
+import struct
 from typing import NamedTuple
 
 from mimir.codegen import lower as lw
@@ -49,7 +50,9 @@ from mimir.codegen.ir import (
     Binary,
     Bitcast,
     Builtin,
+    Call,
     Cast,
+    Const,
     CopyAsync,
     Expr,
     Let,
@@ -156,6 +159,24 @@ def _rounded_to_half(e: Expr) -> Expr | None:
     return None
 
 
+def _half_scale(low: Expr, high: Expr) -> float | None:
+    """The scale c of two `s * c` (the same literal c, exact in float16, s float32
+    variables: scores), else None."""
+    if not (isinstance(low, Binary) and isinstance(high, Binary)):
+        return None
+    pairs = [(x.op, x.a, x.b) for x in (low, high)]
+    if not all(op == "*" and isinstance(s, Var) and isinstance(c, Const) for op, s, c in pairs):
+        return None
+    c = low.b.value  # type: ignore[attr-defined]
+    if high.b.value != c or not isinstance(c, float) or not 2**-14 <= abs(c) <= 2**15:  # type: ignore[attr-defined]
+        return None
+    return c if float(struct.unpack("<e", struct.pack("<e", c))[0]) == c else None
+
+
+def _f16_bits(value: float) -> int:
+    return struct.unpack("<H", struct.pack("<e", value))[0]
+
+
 def _paired(body: Body, first: list[Stmt], second: list[Stmt]) -> None:
     """Two scores' epilogue statements, the same f of two scores (each its own `Let`s), side
     by side: where both round an f32 to float16 (`_rounded_to_half`), the two are packed
@@ -179,7 +200,18 @@ def _paired(body: Body, first: list[Stmt], second: list[Stmt]) -> None:
             body.emit(b)
             continue
         word = body.fresh("xh", "u32")
-        body.emit(PackHalves(word, low, high, "f16"))
+        scale = _half_scale(low, high)
+        if scale is None:
+            body.emit(PackHalves(word, low, high, "f16"))
+        else:
+            # the products rounded to float16 (the language's float16 `q @ k.T`), then
+            # scaled as float16 pairs: one rounding of the exact product, as the shim's
+            assert isinstance(low, Binary) and isinstance(high, Binary)
+            products = body.fresh("xp", "u32")
+            body.emit(PackHalves(products, low.a, high.a, "f16"))
+            bits = _f16_bits(scale)
+            pair = body.var(Const(bits << 16 | bits, "u32"), "sc")
+            body.emit(Let(word, Call("mul_f16x2", (products, pair), "u32")))
         body.emit(Let(a.var, Cast(Bitcast(word, "f16"), "f32")))
         top = Binary(">>", word, u32(16), "u32")
         body.emit(Let(b.var, Cast(Bitcast(top, "f16"), "f32")))

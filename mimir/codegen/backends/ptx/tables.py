@@ -50,9 +50,10 @@ BUILTINS = {
     for axis in "xyz"
 }
 
-# Intrinsics only PTX kernels call (no array op lowers to them): `exp2`, 2^x, for the
-# tensor-core attention's softmax (`kernels.attention_mma`; `Emitter.call` prints it).
-PTX_INTRINSICS = ("exp2",)
+# Intrinsics only PTX kernels call (no array op lowers to them), for the tensor-core
+# attention (`kernels.attention_mma`): `exp2`, 2^x (`Emitter.call` prints it), and
+# `mul_f16x2`, two packed float16 pairs multiplied (each product rounded once).
+PTX_INTRINSICS = ("exp2", "mul_f16x2")
 
 SIMPLE_INTRINSICS = {
     ("sqrt", "f32"): "sqrt.rn.f32",
@@ -69,4 +70,5 @@ SIMPLE_INTRINSICS = {
     ("isnan", "f32"): "testp.notanumber.f32",
     ("isinf", "f32"): "testp.infinite.f32",
     ("mulhi", "u32"): "mul.hi.u32",
+    ("mul_f16x2", "u32"): "mul.rn.f16x2",
 }
