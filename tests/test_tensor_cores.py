@@ -590,6 +590,9 @@ def test_half_attention_runs_both_products_on_tensor_cores(tmp_path: Path) -> No
     assert text.count("ex2.approx.ftz.f32") == 2 * (32 + 2)
     whole = re.search(r"\$L_loop_\d+:(.*?)\n\$L_endloop_\d+:", text, re.S)
     assert whole and whole.group(1).count("0fFF800000") == 2
+    # there each row's max over its 16 scores is over their 8 float16 pairs (7 `max.f16x2`),
+    # then the last pair's halves; the last block's scores, selected, are float32 again
+    assert whole.group(1).count("max.f16x2") == text.count("max.f16x2") == 2 * 7
     # each row's max over the 4 lanes of its quad (two butterfly rounds, two rows) in each
     # loop, and its sum after them
     assert text.count("shfl.sync.bfly.b32") == 2 * 4 + 4

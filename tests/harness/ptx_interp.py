@@ -72,6 +72,13 @@ def _to_f16_rn(x: float) -> int:
         return 0x7C00 if x > 0 else 0xFC00
 
 
+def _max_f16(a: int, b: int) -> int:
+    x, y = _f16_to_f32(a), _f16_to_f32(b)
+    if math.isnan(x) or math.isnan(y):
+        return b if math.isnan(x) else a
+    return a if x > y or (x == y and not a & 0x8000) else b
+
+
 def _bf16_to_f32(bits: int) -> float:
     return struct.unpack("<f", struct.pack("<I", (bits & 0xFFFF) << 16))[0]
 
@@ -148,6 +155,8 @@ _ALU: dict[str, Callable[..., Any]] = {
         _to_f16_rn(_f16_to_f32(a >> 16) * _f16_to_f32(b >> 16)) << 16
         | _to_f16_rn(_f16_to_f32(a & 0xFFFF) * _f16_to_f32(b & 0xFFFF))
     ),
+    # the larger of each half (a nan half gives the other, as `max.f32`)
+    "max.f16x2": lambda a, b: _max_f16(a >> 16, b >> 16) << 16 | _max_f16(a & 0xFFFF, b & 0xFFFF),
     "cvt.u32.u16": lambda a: a & 0xFFFF,
     "cvt.u16.u32": lambda a: a & 0xFFFF,
     "testp.infinite.f32": math.isinf,

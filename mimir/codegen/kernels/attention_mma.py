@@ -159,6 +159,11 @@ def _rounded_to_half(e: Expr) -> Expr | None:
     return None
 
 
+def _max_f16x2(a: Expr, b: Expr) -> Expr:
+    """The larger of each half of two packed float16 pairs (PTX `max.f16x2`)."""
+    return Call("max_f16x2", (a, b), "u32")
+
+
 def _half_scale(low: Expr, high: Expr) -> float | None:
     """The scale c of two `s * c` (the same literal c, exact in float16, s float32
     variables: scores), else None."""
@@ -177,12 +182,13 @@ def _f16_bits(value: float) -> int:
     return struct.unpack("<H", struct.pack("<e", value))[0]
 
 
-def _paired(body: Body, first: list[Stmt], second: list[Stmt]) -> None:
+def _paired(body: Body, first: list[Stmt], second: list[Stmt]) -> dict[str, Var]:
     """Two scores' epilogue statements, the same f of two scores (each its own `Let`s), side
     by side: where both round an f32 to float16 (`_rounded_to_half`), the two are packed
     by one `cvt.rn.f16x2.f32` (`PackHalves`, rounding to nearest even as `cvt.rn.f16.f32`
     does) and read back from its halves. Statements not in that shape, or a second that
-    uses what the first binds, are emitted one list after the other."""
+    uses what the first binds, are emitted one list after the other. Returns the packed
+    word each variable read back from one is a half of."""
     bound = {st.var.name for st in first if isinstance(st, Let)}
     used = {
         x.name for st in second for e in exprs_of(st) for x in walk_expr(e) if isinstance(x, Var)
@@ -191,7 +197,8 @@ def _paired(body: Body, first: list[Stmt], second: list[Stmt]) -> None:
     if not same or bound & used:
         for st in [*first, *second]:
             body.emit(st)
-        return
+        return {}
+    halves: dict[str, Var] = {}
     for a, b in zip(first, second, strict=True):
         assert isinstance(a, Let) and isinstance(b, Let)
         low, high = _rounded_to_half(a.value), _rounded_to_half(b.value)
@@ -215,6 +222,8 @@ def _paired(body: Body, first: list[Stmt], second: list[Stmt]) -> None:
         body.emit(Let(a.var, Cast(Bitcast(word, "f16"), "f32")))
         top = Binary(">>", word, u32(16), "u32")
         body.emit(Let(b.var, Cast(Bitcast(top, "f16"), "f32")))
+        halves[a.var.name] = halves[b.var.name] = word
+    return halves
 
 
 # the workgroup arrays: q's rows then each block's k rows, and each block's v rows
@@ -357,11 +366,11 @@ class _MmaHeads:
                 body.emit(LoadMatrix(regs, _QK, at))
                 body.emit(MmaSync(tuple(scores[2 * jp]), a, regs[:2], kind))
                 body.emit(MmaSync(tuple(scores[2 * jp + 1]), a, regs[2:], kind))
-        xs = self.epilogue(n0, scores, bound)
+        xs, words = self.epilogue(n0, scores, bound)
         ps = [[zero] * 4 for _ in range(KEYS // 8)]
         for h in range(2):
             row_x = [xs[j][2 * h + e] for j in range(KEYS // 8) for e in range(2)]
-            alpha, row_p = self.online(row_x, h)
+            alpha, row_p = self.online(row_x, h, words[h])
             for j in range(KEYS // 8):
                 ps[j][2 * h], ps[j][2 * h + 1] = row_p[2 * j], row_p[2 * j + 1]
             for acc in self.accs:
@@ -382,15 +391,19 @@ class _MmaHeads:
                 body.emit(MmaSync(tuple(self.accs[2 * jp + 1]), tuple(a), regs[2:], kind))
         body.emit(Barrier())
 
-    def epilogue(self, n0: Expr, scores: list[list[Var]], bound: Expr | None) -> list[list[Expr]]:
+    def epilogue(
+        self, n0: Expr, scores: list[list[Var]], bound: Expr | None
+    ) -> tuple[list[list[Expr]], list[list[Var] | None]]:
         """The softmax's inputs x = f(s) of this lane's scores, grid [j][2h + e] as the
         accumulators: -inf from key `bound` on; an f that loads (a mask input) evaluated
         only where the row and key are inside. The two scores of a row in a tile (e = 0,
         1) are computed side by side, their roundings to float16 one `cvt.rn.f16x2.f32`
-        (`_paired`)."""
+        (`_paired`). Also, for each row whose 16 x are exactly the halves of 8 such words,
+        those words (else None)."""
         ev, body, first = self.ev, self.body, self.first
         inf = lw.const(-lw.INF, "f32")
         xs: list[list[Expr]] = []
+        words: list[list[Var]] = [[], []]  # each row's x as packed float16 pairs, in order
         for j in range(KEYS // 8):
             tile_x: list[Expr] = []
             for h in range(2):
@@ -407,10 +420,15 @@ class _MmaHeads:
                     loads = any(isinstance(x, Load) for x in [*exprs, *walk_expr(value)])
                     pair.append((trial, value, key_ok, idx, score, loads))
                 if not any(loads for *_, loads in pair):
-                    _paired(body, pair[0][0], pair[1][0])
+                    halves = _paired(body, pair[0][0], pair[1][0])
                     for _, value, key_ok, *_ in pair:
                         value = value if key_ok is None else lw.select(key_ok, value, inf)
                         tile_x.append(body.let(value, "x"))
+                    low, high = tile_x[-2:]
+                    if isinstance(low, Var) and isinstance(high, Var):
+                        word = halves.get(low.name)
+                        if word is not None and halves.get(high.name) is word:
+                            words[h].append(word)
                     continue
                 for trial, value, key_ok, idx, score, loads in pair:
                     if not loads:
@@ -427,9 +445,9 @@ class _MmaHeads:
                     tile_x.append(xv)
             xs.append(tile_x)
         del ev.overrides[first]
-        return xs
+        return xs, [w if len(w) == KEYS // 8 else None for w in words]
 
-    def online(self, row_x: list[Expr], h: int) -> tuple[Expr, list[Expr]]:
+    def online(self, row_x: list[Expr], h: int, words: list[Var] | None) -> tuple[Expr, list[Expr]]:
         """Row g + 8h's step of the online softmax over this lane's 16 values of the block:
         the block's max over the quad, the running max m grown to it, the rescale factor
         exp(m_old - m) (returned), p = exp(x - m) (returned) and the lane's share of the
@@ -439,13 +457,23 @@ class _MmaHeads:
         math), as FlashAttention computes it: its error, a few float32 ulp and |x - m|
         2^-24 relative, is far below the half p is rounded to for the second product. A
         row whose max is still -inf (every x so far -inf) subtracts 0 instead, so its -inf
-        x give 2^-inf = 0 with no test per score."""
+        x give 2^-inf = 0 with no test per score. Where the 16 x are float16 pairs (`words`),
+        the block's max is taken over the pairs (`max.f16x2`, exact), then its two halves."""
         body, f32 = self.body, "f32"
         inf, zero, one = lw.const(-lw.INF, f32), lw.const(0, f32), lw.const(1, f32)
         log2e, minus_log2e = lw.const(_LOG2E, f32), lw.const(-_LOG2E, f32)
-        block = row_x[0]
-        for x in row_x[1:]:
-            block = running_max(block, x)
+        if words is None:
+            block = row_x[0]
+            for x in row_x[1:]:
+                block = running_max(block, x)
+        else:
+            pairs: list[Expr] = list(words)
+            while len(pairs) > 1:  # a tree of the 8: 4, 2, 1
+                halves = zip(pairs[::2], pairs[1::2], strict=True)
+                pairs = [body.let(_max_f16x2(a, b), "bw") for a, b in halves]
+            low = Cast(Bitcast(pairs[0], "f16"), "f32")
+            high = Cast(Bitcast(Binary(">>", pairs[0], u32(16), "u32"), "f16"), "f32")
+            block = running_max(low, high)
         block = body.let(WarpReduce("fmax", body.let(block, "bm"), f32, 4), "bm")
         top, total = self.top[h], self.sums[h]
         grown = body.let(running_max(top, block), "mn")

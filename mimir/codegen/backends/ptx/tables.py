@@ -52,8 +52,9 @@ BUILTINS = {
 
 # Intrinsics only PTX kernels call (no array op lowers to them), for the tensor-core
 # attention (`kernels.attention_mma`): `exp2`, 2^x (`Emitter.call` prints it), and
-# `mul_f16x2`, two packed float16 pairs multiplied (each product rounded once).
-PTX_INTRINSICS = ("exp2", "mul_f16x2")
+# `mul_f16x2` and `max_f16x2`, two packed float16 pairs multiplied (each product rounded
+# once) or their larger halves taken.
+PTX_INTRINSICS = ("exp2", "mul_f16x2", "max_f16x2")
 
 SIMPLE_INTRINSICS = {
     ("sqrt", "f32"): "sqrt.rn.f32",
@@ -71,4 +72,5 @@ SIMPLE_INTRINSICS = {
     ("isinf", "f32"): "testp.infinite.f32",
     ("mulhi", "u32"): "mul.hi.u32",
     ("mul_f16x2", "u32"): "mul.rn.f16x2",
+    ("max_f16x2", "u32"): "max.f16x2",
 }
