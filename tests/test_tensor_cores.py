@@ -562,7 +562,8 @@ def test_a_wrong_half_fragment_layout_is_caught(what: str, edit, dims, tmp_path:
 def test_half_attention_runs_both_products_on_tensor_cores(tmp_path: Path) -> None:
     """`softmax(q @ k.T * 0.125) @ v` over float16, D = 64: one launch whose blocks of 64 keys
     each issue 32 `mma.sync` for S = q k.T (4 slices of d by 8 tiles of keys) and 32 for
-    O += P V (4 slices of keys by 8 tiles of columns); q's fragments read once (4
+    O += P V (4 slices of keys by 8 tiles of columns), and 4 more for the rows' sums of p
+    (P times a fragment of ones); q's fragments read once (4
     `ldmatrix.x4`), k's rows (16 `ldmatrix.x4`) and v's (16 `.trans`) per block, p packed
     from the accumulators (16 words) with no store of the scores to workgroup memory. T is
     symbolic: a loop over the whole blocks of keys, with no guard, then one for the last
@@ -574,7 +575,9 @@ def test_half_attention_runs_both_products_on_tensor_cores(tmp_path: Path) -> No
     validate_manifest(manifest)
     assert [k["file"] for k in manifest["kernels"]] == ["attention_f16_0_attention.ptx"]
     text = (tmp_path / manifest["kernels"][0]["file"]).read_text()
-    assert text.count(F16_MMA) == 2 * 64 and "fma.rn.f32 %f" in text  # (exp's)
+    assert text.count(F16_MMA) == 2 * (64 + 4) and "fma.rn.f32 %f" in text  # (exp's)
+    ones = re.findall(r"mov\.b32 (%r\d+), 1006648320;", text)  # 0x3C003C00: two 1.0
+    assert len(ones) == 1 and text.count(f"{{{ones[0]}, {ones[0]}}}") == 2 * 4
     assert text.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4 + 2 * 16
     assert text.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 2 * 16
     # in each loop 16 words of p, and the 32 scaled scores rounded to float16 two at a time
@@ -594,12 +597,12 @@ def test_half_attention_runs_both_products_on_tensor_cores(tmp_path: Path) -> No
     # then the last pair's halves; the last block's scores, selected, are float32 again
     assert whole.group(1).count("max.f16x2") == text.count("max.f16x2") == 2 * 7
     # each row's max over the 4 lanes of its quad (two butterfly rounds, two rows) in each
-    # loop, and its sum after them
-    assert text.count("shfl.sync.bfly.b32") == 2 * 4 + 4
+    # loop; its sum is whole in every lane (the tensor cores add over the quad)
+    assert text.count("shfl.sync.bfly.b32") == 2 * 4
     bf16 = compiled_ptx("tensor_cores_half", "attention_bf16", tmp_path / "bf16")
     text = (tmp_path / "bf16" / bf16["kernels"][0]["file"]).read_text()
-    # D = 32, E = 16: 2 x 8 mma for S, 4 x 2 for O += P V, in each loop
-    assert text.count(BF16_MMA) == 2 * 24 and text.count("cvt.rn.bf16x2.f32") == 2 * 16
+    # D = 32, E = 16: 2 x 8 mma for S, 4 x 2 for O += P V and 4 for the sums, in each loop
+    assert text.count(BF16_MMA) == 2 * (24 + 4) and text.count("cvt.rn.bf16x2.f32") == 2 * 16
 
 
 @pytest.mark.parametrize(

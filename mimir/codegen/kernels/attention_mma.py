@@ -15,18 +15,20 @@ fragment layout, `MmaSync`), holds:
 The accumulator layout of m16n8k16 is its A layout: P's A fragment for keys 16t .. 16t + 15
 is tiles 2t and 2t + 1's accumulators, in that order, each p rounded to the half type
 (`PackHalves`, `cvt.rn`) in registers, with no trip through workgroup memory. A row's max
-and sum are over the 4 lanes of its quad (`WarpReduce` of 4 lanes: `shfl.sync`).
+is over the 4 lanes of its quad (`WarpReduce` of 4 lanes: `shfl.sync`); its sum l is one
+more `MmaSync` per 16 keys, P times a B fragment of ones, whose accumulators hold the
+row's sum of the p as rounded for P V in every lane.
 
 Per block of keys (first the blocks of 64 keys, with no guard, then the last, partly past
 the keys, where it is not proven whole): its rows of k and v copied into workgroup memory
 (16-byte `cp.async`; rows past the keys zero-filled); S = q k.T, k's rows read with
 `ldmatrix.x4` (a key's pairs of d are B's pairs of k: no `.trans`); the epilogue f per
 score (-inf past the last key, its loads guarded); each row's max, the running max m grown
-to it, O and the lane's share of the row's sum l rescaled by exp(m_old - m), p = exp(x - m)
-(each one `ex2.approx` of an fma, `online`); O += P V, v's rows read with
-`ldmatrix.x4.trans`. After the last block each output is O / l through the epilogue. Under
-a causal mask the walk stops after the last key the workgroup's rows keep (`causal_end`);
-the blocks it crosses are masked by f itself.
+to it, O and l rescaled by exp(m_old - m), p = exp(x - m) (each one `ex2.approx` of an fma,
+`online`); l += P 1 and O += P V, v's rows read with `ldmatrix.x4.trans`. After the last
+block each output is O / l through the epilogue. Under a causal mask the walk stops after
+the last key the workgroup's rows keep (`causal_end`); the blocks it crosses are masked by
+f itself.
 
 Workgroup memory: q's tile then k's (one array: q's fragments are in registers before k is
 staged) and v's, each row D / 2 (E / 2) words and 4 words of padding, which puts the 8
@@ -297,7 +299,11 @@ class _MmaHeads:
         self.q_frags = self.load_q()
         inf, zero = lw.const(-lw.INF, "f32"), lw.const(0, "f32")
         self.top = [body.var(inf, "m") for _ in range(2)]  # rows g and g + 8's running max
-        self.sums = [body.var(zero, "l") for _ in range(2)]  # this lane's share of their sums
+        # their sums as an accumulator tile of P times ones (every column the row's sum of
+        # the p it multiplied: rows g, g, g + 8, g + 8), and B's fragment of those ones
+        self.sums = [body.var(zero, "l") for _ in range(4)]
+        one_bits = 0x3C00 if operands.kind == "f16" else 0x3F80
+        self.ones = body.var(Const(one_bits << 16 | one_bits, "u32"), "ones")
         self.accs = [[body.var(zero, "acc") for _ in range(4)] for _ in range(e // 8)]
 
     def keys_end(self) -> Expr:
@@ -373,7 +379,7 @@ class _MmaHeads:
             alpha, row_p = self.online(row_x, h, words[h])
             for j in range(KEYS // 8):
                 ps[j][2 * h], ps[j][2 * h + 1] = row_p[2 * j], row_p[2 * j + 1]
-            for acc in self.accs:
+            for acc in [*self.accs, self.sums]:
                 for e in range(2):
                     body.emit(Assign(acc[2 * h + e], lw.bin_("*", acc[2 * h + e], alpha)))
         for t in range(KEYS // 16):
@@ -383,6 +389,8 @@ class _MmaHeads:
                     word = body.fresh("pa", "u32")
                     body.emit(PackHalves(word, ps[j][2 * h], ps[j][2 * h + 1], kind))
                     a.append(word)
+            # the rows' sums of the p as packed, on the tensor cores
+            body.emit(MmaSync(tuple(self.sums), tuple(a), (self.ones, self.ones), kind))
             for jp in range(self.e // 16):
                 regs = tuple(body.fresh("vb", "u32") for _ in range(4))
                 at = ibin("+", self.v_at, u32(16 * t * self.v_stride + 8 * jp))
@@ -450,8 +458,8 @@ class _MmaHeads:
     def online(self, row_x: list[Expr], h: int, words: list[Var] | None) -> tuple[Expr, list[Expr]]:
         """Row g + 8h's step of the online softmax over this lane's 16 values of the block:
         the block's max over the quad, the running max m grown to it, the rescale factor
-        exp(m_old - m) (returned), p = exp(x - m) (returned) and the lane's share of the
-        row's sum rescaled and added to.
+        exp(m_old - m) (returned, for O and the sums) and p = exp(x - m) (returned; `step`
+        adds them to the row's sum with the tensor cores, as rounded for P V).
 
         Each exp is 2^(x log2 e - m log2 e) (one fma, then one `ex2.approx` under fast
         math), as FlashAttention computes it: its error, a few float32 ulp and |x - m|
@@ -475,7 +483,7 @@ class _MmaHeads:
             high = Cast(Bitcast(Binary(">>", pairs[0], u32(16), "u32"), "f16"), "f32")
             block = running_max(low, high)
         block = body.let(WarpReduce("fmax", body.let(block, "bm"), f32, 4), "bm")
-        top, total = self.top[h], self.sums[h]
+        top = self.top[h]
         grown = body.let(running_max(top, block), "mn")
         shift = lw.select(lw.bin_("==", grown, inf), zero, grown)
         minus = body.let(lw.bin_("*", shift, minus_log2e), "ml")
@@ -483,20 +491,15 @@ class _MmaHeads:
         moved = _ex2(lw.call("fma", top, log2e, minus))
         alpha = body.let(lw.select(lw.bin_("==", top, grown), one, moved), "alpha")
         row_p = [body.let(_ex2(lw.call("fma", x, log2e, minus)), "p") for x in row_x]
-        added: Expr = row_p[0]
-        for p in row_p[1:]:
-            added = lw.bin_("+", added, p)
-        body.emit(Assign(total, lw.bin_("+", lw.bin_("*", total, alpha), added)))
         body.emit(Assign(top, grown))
         return alpha, row_p
 
     def store(self) -> None:
-        """Each output: its accumulator over the row's sum (the quad's shares added),
-        through the epilogue, where the row is inside (v's columns all are)."""
+        """Each output: its accumulator over the row's sum, through the epilogue, where the
+        row is inside (v's columns all are)."""
         body, one = self.body, lw.const(1, "f32")
         for h in range(2):
-            total = body.let(WarpReduce("add", self.sums[h], "f32", 4), "l")
-            inv = body.let(lw.bin_("/", one, total), "inv")
+            inv = body.let(lw.bin_("/", one, self.sums[2 * h]), "inv")
             for j, acc in enumerate(self.accs):
                 for e in range(2):
                     col = ibin("+", self.q2, u32(8 * j + e))
