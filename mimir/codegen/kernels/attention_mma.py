@@ -169,15 +169,17 @@ def _max_f16x2(a: Expr, b: Expr) -> Expr:
 def _half_scale(low: Expr, high: Expr) -> float | None:
     """The scale c of two `s * c` (the same literal c, exact in float16, s float32
     variables: scores), else None."""
-    if not (isinstance(low, Binary) and isinstance(high, Binary)):
+    literals = []
+    for x in (low, high):
+        if not (isinstance(x, Binary) and x.op == "*" and isinstance(x.a, Var)):
+            return None
+        if not (isinstance(x.b, Const) and isinstance(x.b.value, float)):
+            return None
+        literals.append(x.b.value)
+    c = literals[0]
+    if literals[1] != c or not 2**-14 <= abs(c) <= 2**15:  # a normal float16
         return None
-    pairs = [(x.op, x.a, x.b) for x in (low, high)]
-    if not all(op == "*" and isinstance(s, Var) and isinstance(c, Const) for op, s, c in pairs):
-        return None
-    c = low.b.value  # type: ignore[attr-defined]
-    if high.b.value != c or not isinstance(c, float) or not 2**-14 <= abs(c) <= 2**15:  # type: ignore[attr-defined]
-        return None
-    return c if float(struct.unpack("<e", struct.pack("<e", c))[0]) == c else None
+    return c if struct.unpack("<e", struct.pack("<e", c))[0] == c else None
 
 
 def _f16_bits(value: float) -> int:
