@@ -353,8 +353,9 @@ class CopyAsync(Stmt):
     # a u32 word of a shared array from two 16-bit elements: `value` a `Load` of an f16
     # buffer at an even element index, that element (low half) and the next (PTX only)
     pair: bool = False
-    # consecutive u32 words copied from `index` on (PTX only): 4 is one 16-byte copy, both
-    # addresses 16-byte aligned (`value` an f16 index a multiple of 8, or a u32 one of 4)
+    # consecutive u32 words copied from `index` on: 4 is one 16-byte `cp.async` on PTX,
+    # both addresses 16-byte aligned (`value` an f16 index a multiple of 8 with `pair`, or
+    # a u32 one of 4); `lower_vectors` makes it a store per word
     words: int = 1
 
 
