@@ -26,7 +26,19 @@ from mimir.codegen import BACKENDS, compile_file, compile_source, resolve_backen
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
 from mimir.codegen.backends import MSL, WGSL, Namer
-from mimir.codegen.ir import INTRINSICS, Call, all_expressions
+from mimir.codegen.ir import (
+    INTRINSICS,
+    Binary,
+    Call,
+    Const,
+    CopyAsync,
+    If,
+    Load,
+    Store,
+    Var,
+    all_expressions,
+    lower_vectors,
+)
 from mimir.codegen.manifest import SCHEMA_PATH, validate_manifest
 from mimir.codegen.passes import launch_order
 from mimir.diagnostics.codes import REGISTRY
@@ -279,6 +291,22 @@ def test_a_negative_int_literal_binds_as_a_unary_minus_and_zero_as_an_atom(
 
     emit = backend()
     assert [emit.literal(Const(v, "i32"))[1] for v in (-1, 0, 1)] == [UNARY, ATOM, ATOM]
+
+
+def test_a_guarded_copy_of_four_words_is_four_guarded_stores_off_ptx() -> None:
+    """A 16-byte `CopyAsync` (PTX's one `cp.async`) is, on the other backends, a store of
+    each word from the next one of the buffer, 0 where the guard is false."""
+    i, j, ok = Var("i", "u32"), Var("j", "u32"), Var("ok", "bool")
+    copy = CopyAsync("$tile", i, Load("b", j, "u32"), ok, words=4)
+    stores = lower_vectors([copy])
+    assert len(stores) == 4 and all(isinstance(st, If) and st.cond == ok for st in stores)
+    for k, st in enumerate(stores):
+        assert isinstance(st, If)
+        (store,), (zero,) = st.then, st.orelse
+        at = i if k == 0 else Binary("+", i, Const(k, "u32"), "u32")
+        word = j if k == 0 else Binary("+", j, Const(k, "u32"), "u32")
+        assert store == Store("$tile", at, Load("b", word, "u32"))
+        assert zero == Store("$tile", at, Const(0, "u32"))
 
 
 def test_every_elementwise_op_has_a_lowering_and_every_backend_its_intrinsics() -> None:

@@ -562,29 +562,47 @@ def test_a_wrong_half_fragment_layout_is_caught(what: str, edit, dims, tmp_path:
 def test_half_attention_runs_both_products_on_tensor_cores(tmp_path: Path) -> None:
     """`softmax(q @ k.T * 0.125) @ v` over float16, D = 64: one launch whose blocks of 64 keys
     each issue 32 `mma.sync` for S = q k.T (4 slices of d by 8 tiles of keys) and 32 for
-    O += P V (4 slices of keys by 8 tiles of columns); q's fragments read once (4
+    O += P V (4 slices of keys by 8 tiles of columns), and 4 more for the rows' sums of p
+    (P times a fragment of ones); q's fragments read once (4
     `ldmatrix.x4`), k's rows (16 `ldmatrix.x4`) and v's (16 `.trans`) per block, p packed
     from the accumulators (16 words) with no store of the scores to workgroup memory. T is
     symbolic: a loop over the whole blocks of keys, with no guard, then one for the last
-    block, partly past T, so each of those counts twice; the only `st.shared` are the zeros
-    of rows past T (16 words a thread of q's rows, and of the last block's k and v rows)."""
+    block, partly past T, so each of those counts twice. Rows are staged 16 bytes a
+    `cp.async` (4 a thread for q's 64 rows, 4 for k's and 4 for v's a block), the rows past
+    T zero-filled by the copy's source size: no `st.shared` at all. Each p is one
+    `ex2.approx`, with no test for -inf."""
     manifest = compiled_ptx("tensor_cores_half", "attention_f16", tmp_path)
     validate_manifest(manifest)
     assert [k["file"] for k in manifest["kernels"]] == ["attention_f16_0_attention.ptx"]
     text = (tmp_path / manifest["kernels"][0]["file"]).read_text()
-    assert text.count(F16_MMA) == 2 * 64 and "fma.rn.f32 %f" in text  # (exp's)
+    assert text.count(F16_MMA) == 2 * (64 + 4) and "fma.rn.f32 %f" in text  # (exp's)
+    ones = re.findall(r"mov\.b32 (%r\d+), 1006648320;", text)  # 0x3C003C00: two 1.0
+    assert len(ones) == 1 and text.count(f"{{{ones[0]}, {ones[0]}}}") == 2 * 4
     assert text.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4 + 2 * 16
     assert text.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 2 * 16
-    assert text.count("cvt.rn.f16x2.f32") == 2 * 16
-    stores = [line for line in text.splitlines() if "st.shared" in line]
-    assert len(stores) == 3 * 16 and all(line.endswith(", 0;") for line in stores)
+    # in each loop 16 words of p, and the 32 scaled scores rounded to float16 two at a time
+    # (then the output's 32 roundings after the loops, one each)
+    assert text.count("cvt.rn.f16x2.f32") == 2 * (16 + 16)
+    assert text.count("cvt.rn.f16.f32") == 32
+    # each pair of products, rounded to float16 first, scaled by 0.125 as float16
+    assert text.count("mul.rn.f16x2") == 2 * 16 and "0f3E000000" not in text
+    assert text.count("cp.async.cg.shared.global") == 4 + 2 * 8 and "cp.async.ca" not in text
+    assert text.count(", 16, %r") == 4 + 8 and "st.shared" not in text
+    # 32 p and 2 rescale factors a thread in each loop; in the first (whole blocks) -inf is
+    # only each row's test of its running max, not one per score
+    assert text.count("ex2.approx.ftz.f32") == 2 * (32 + 2)
+    whole = re.search(r"\$L_loop_\d+:(.*?)\n\$L_endloop_\d+:", text, re.S)
+    assert whole and whole.group(1).count("0fFF800000") == 2
+    # there each row's max over its 16 scores is over their 8 float16 pairs (7 `max.f16x2`),
+    # then the last pair's halves; the last block's scores, selected, are float32 again
+    assert whole.group(1).count("max.f16x2") == text.count("max.f16x2") == 2 * 7
     # each row's max over the 4 lanes of its quad (two butterfly rounds, two rows) in each
-    # loop, and its sum after them
-    assert text.count("shfl.sync.bfly.b32") == 2 * 4 + 4
+    # loop; its sum is whole in every lane (the tensor cores add over the quad)
+    assert text.count("shfl.sync.bfly.b32") == 2 * 4
     bf16 = compiled_ptx("tensor_cores_half", "attention_bf16", tmp_path / "bf16")
     text = (tmp_path / "bf16" / bf16["kernels"][0]["file"]).read_text()
-    # D = 32, E = 16: 2 x 8 mma for S, 4 x 2 for O += P V, in each loop
-    assert text.count(BF16_MMA) == 2 * 24 and text.count("cvt.rn.bf16x2.f32") == 2 * 16
+    # D = 32, E = 16: 2 x 8 mma for S, 4 x 2 for O += P V and 4 for the sums, in each loop
+    assert text.count(BF16_MMA) == 2 * (24 + 4) and text.count("cvt.rn.bf16x2.f32") == 2 * 16
 
 
 @pytest.mark.parametrize(
@@ -615,10 +633,35 @@ def test_half_attention_on_tensor_cores_matches_the_shim(
     _compare(manifest, actual, expected, "tensor_cores_half", function, dims)
 
 
+def test_half_attention_under_precise_math_has_no_approximate_exp(tmp_path: Path) -> None:
+    """Each p is 2^t; `--math precise` computes it as the correctly rounded e^(t ln 2), not
+    `ex2.approx`, and still matches the shim."""
+    manifest = compiled_ptx("tensor_cores_half", "attention_f16", tmp_path, "precise")
+    text = (tmp_path / manifest["kernels"][0]["file"]).read_text()
+    assert ".approx" not in text and ".ftz" not in text and "mul.rn.f32 %f" in text
+    dims = {"T": 100}
+    actual, inputs = _run(tmp_path, manifest, dims, 7)
+    expected = shim_reference(KERNELS / "tensor_cores_half.py", "attention_f16", inputs, dims, None)
+    _compare(manifest, actual, expected, "tensor_cores_half", "attention_f16", dims)
+
+
 def test_causal_half_attention_skips_the_blocks_past_the_diagonal(tmp_path: Path) -> None:
     manifest = compiled_ptx("tensor_cores_half", "causal_attention_f16", tmp_path)
     (skipped,) = manifest["kernels"][0]["work_skipped"]
     assert skipped["work"].startswith("every step for the blocks of 64 keys from key r + 64")
+
+
+def _swap_packs(text: str, scores: bool) -> str:
+    """`text` with the two operands of each `cvt.rn.f16x2.f32` exchanged: those packing
+    scores (scaled and read back as halves) with `scores`, else those packing p."""
+    read_back = set(re.findall(r"mul\.rn\.f16x2 %r\d+, (%r\d+),", text))
+
+    def swap(m: re.Match) -> str:
+        if (m.group(1) in read_back) != scores:
+            return m.group(0)
+        return f"cvt.rn.f16x2.f32 {m.group(1)}, {m.group(3)}, {m.group(2)};"
+
+    return re.sub(r"cvt\.rn\.f16x2\.f32 (%r\d+), (%f\d+), (%f\d+);", swap, text)
 
 
 @pytest.mark.parametrize(
@@ -627,15 +670,15 @@ def test_causal_half_attention_skips_the_blocks_past_the_diagonal(tmp_path: Path
         # v's key-major rows read untransposed: V[e][key] in place of V[key][e]
         lambda t: t.replace(".x4.trans.shared", ".x4.shared"),
         # keys 2q and 2q + 1 of p exchanged as they are packed into P's A fragment
-        lambda t: re.sub(
-            r"cvt\.rn\.f16x2\.f32 (%r\d+), (%f\d+), (%f\d+)", r"cvt.rn.f16x2.f32 \1, \3, \2", t
-        ),
+        lambda t: _swap_packs(t, scores=False),
+        # the two scores of a pair exchanged as they are rounded to float16
+        lambda t: _swap_packs(t, scores=True),
         # each row's max and sum over one lane's 16 scores of the row, not its quad's 64
         lambda t: re.sub(
             r"shfl\.sync\.bfly\.b32 (%f\d+), (%f\d+), \d+, 0x1f, 0xffffffff;", r"mov.b32 \1, \2;", t
         ),
     ],
-    ids=["v untransposed", "p pairs swapped", "no quad exchange"],
+    ids=["v untransposed", "p pairs swapped", "score pairs swapped", "no quad exchange"],
 )
 def test_a_wrong_half_attention_is_caught(edit, tmp_path: Path) -> None:
     manifest = compiled_ptx("tensor_cores_half", "attention_f16", tmp_path)

@@ -353,10 +353,10 @@ class CopyAsync(Stmt):
     # a u32 word of a shared array from two 16-bit elements: `value` a `Load` of an f16
     # buffer at an even element index, that element (low half) and the next (PTX only)
     pair: bool = False
-    # 16 bytes: 4 u32 words of the shared array from `value` and the elements after it (8
-    # of an f16 buffer, or 4 u32 words), both 16-byte aligned; 0 where `cond` is false
-    # (PTX only)
-    quad: bool = False
+    # consecutive u32 words copied from `index` on: 4 is one 16-byte `cp.async` on PTX,
+    # both addresses 16-byte aligned (`value` an f16 index a multiple of 8 with `pair`, or
+    # a u32 one of 4); `lower_vectors` makes it a store per word
+    words: int = 1
 
 
 @dataclass
@@ -377,9 +377,9 @@ class LoadMatrix(Stmt):
 
 @dataclass
 class PackHalves(Stmt):
-    """`var` (u32) = `low` and `high` (f32 values exact in `kind`, "f16" or "bf16") packed,
-    `low` in bits 0-15 (PTX `cvt.rn.f16x2.f32` / `.bf16x2`, exact). PTX only, as
-    `LoadMatrix`."""
+    """`var` (u32) = `low` and `high` (f32 values, "f16" or "bf16") rounded to `kind` to
+    nearest even and packed, `low` in bits 0-15 (PTX `cvt.rn.f16x2.f32` / `.bf16x2`; exact
+    for values already in `kind`). PTX only, as `LoadMatrix`."""
 
     var: Var
     low: Expr
@@ -918,7 +918,7 @@ def map_statement(s: Stmt, f: Any) -> Stmt:
         value = f(s.value)
         assert isinstance(value, Load)
         cond = None if s.cond is None else f(s.cond)
-        return CopyAsync(s.array, f(s.index), value, cond, s.pair, s.quad)
+        return CopyAsync(s.array, f(s.index), value, cond, s.pair, s.words)
     if isinstance(s, LoadMatrix):
         return LoadMatrix(s.vars, s.array, f(s.index), s.trans)
     if isinstance(s, PackHalves):
@@ -994,14 +994,18 @@ def lower_vectors(body: list[Stmt], keep: tuple[type, ...] = ()) -> list[Stmt]:
                 for j, v in enumerate(s.vars)
             ]
         elif isinstance(s, CopyAsync):
-            store = Store(s.array, s.index, s.value)
-            if s.cond is None:
-                out.append(store)
-            else:
-                zero = Store(
-                    s.array, s.index, Const(0.0 if s.value.type == "f32" else 0, s.value.type)
-                )
-                out.append(If(s.cond, [store], [zero]))
+            for j in range(s.words):
+                at = fold(Binary("+", s.index, Const(j, "u32"), "u32")) if j else s.index
+                value = s.value
+                if j:
+                    index = fold(Binary("+", value.index, Const(j, "u32"), "u32"))
+                    value = replace(value, index=index)
+                store = Store(s.array, at, value)
+                if s.cond is None:
+                    out.append(store)
+                else:
+                    zero = Const(0.0 if value.type == "f32" else 0, value.type)
+                    out.append(If(s.cond, [store], [Store(s.array, at, zero)]))
         elif isinstance(s, WaitAsync):
             continue
         elif isinstance(s, If):

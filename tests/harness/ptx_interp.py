@@ -81,6 +81,13 @@ def _to_f16_rn(x: float) -> int:
         return 0x7C00 if x > 0 else 0xFC00
 
 
+def _max_f16(a: int, b: int) -> int:
+    x, y = _f16_to_f32(a), _f16_to_f32(b)
+    if math.isnan(x) or math.isnan(y):
+        return b if math.isnan(x) else a
+    return a if x > y or (x == y and not a & 0x8000) else b
+
+
 def _bf16_to_f32(bits: int) -> float:
     return struct.unpack("<f", struct.pack("<I", (bits & 0xFFFF) << 16))[0]
 
@@ -152,6 +159,13 @@ _ALU: dict[str, Callable[..., Any]] = {
     "cvt.rn.f16x2.f32": lambda a, b: (_to_f16_rn(a) << 16) | _to_f16_rn(b),
     "cvt.rn.bf16x2.f32": lambda a, b: (_to_bf16_rn(a) << 16) | _to_bf16_rn(b),
     "cvt.f32.f16": _f16_to_f32,
+    # two packed float16 products, each exact in a double and rounded once
+    "mul.rn.f16x2": lambda a, b: (
+        _to_f16_rn(_f16_to_f32(a >> 16) * _f16_to_f32(b >> 16)) << 16
+        | _to_f16_rn(_f16_to_f32(a & 0xFFFF) * _f16_to_f32(b & 0xFFFF))
+    ),
+    # the larger of each half (a nan half gives the other, as `max.f32`)
+    "max.f16x2": lambda a, b: _max_f16(a >> 16, b >> 16) << 16 | _max_f16(a & 0xFFFF, b & 0xFFFF),
     "cvt.u32.u16": lambda a: a & 0xFFFF,
     "cvt.u16.u32": lambda a: a & 0xFFFF,
     "testp.infinite.f32": math.isinf,

@@ -15,17 +15,20 @@ fragment layout, `MmaSync`), holds:
 The accumulator layout of m16n8k16 is its A layout: P's A fragment for keys 16t .. 16t + 15
 is tiles 2t and 2t + 1's accumulators, in that order, each p rounded to the half type
 (`PackHalves`, `cvt.rn`) in registers, with no trip through workgroup memory. A row's max
-and sum are over the 4 lanes of its quad (`WarpReduce` of 4 lanes: `shfl.sync`).
+is over the 4 lanes of its quad (`WarpReduce` of 4 lanes: `shfl.sync`); its sum l is one
+more `MmaSync` per 16 keys, P times a B fragment of ones, whose accumulators hold the
+row's sum of the p as rounded for P V in every lane.
 
 Per block of keys (first the blocks of 64 keys, with no guard, then the last, partly past
 the keys, where it is not proven whole): its rows of k and v copied into workgroup memory
-(`cp.async` of packed pairs; rows past the keys 0); S = q k.T, k's rows read with
-`ldmatrix.x4` (a key's pairs of d are B's pairs of k: no `.trans`); the epilogue f per score
-(-inf past the last key, its loads guarded); each row's max, the running max m grown to it,
-O and the lane's share of the row's sum l rescaled by exp(m_old - m), p = exp(x - m); O += P
-V, v's rows read with `ldmatrix.x4.trans`. After the last block each output is O / l through
-the epilogue. Under a causal mask the walk stops after the last key the workgroup's rows
-keep (`causal_end`); the blocks it crosses are masked by f itself.
+(16-byte `cp.async`; rows past the keys zero-filled); S = q k.T, k's rows read with
+`ldmatrix.x4` (a key's pairs of d are B's pairs of k: no `.trans`); the epilogue f per
+score (-inf past the last key, its loads guarded); each row's max, the running max m grown
+to it, O and l rescaled by exp(m_old - m), p = exp(x - m) (each one `ex2.approx` of an fma,
+`online`); l += P 1 and O += P V, v's rows read with `ldmatrix.x4.trans`. After the last
+block each output is O / l through the epilogue. Under a causal mask the walk stops after
+the last key the workgroup's rows keep (`causal_end`); the blocks it crosses are masked by
+f itself.
 
 Workgroup memory: q's tile then k's (one array: q's fragments are in registers before k is
 staged) and v's, each row D / 2 (E / 2) words and 4 words of padding, which puts the 8
@@ -36,24 +39,31 @@ for 128.
 from __future__ import annotations
 
 import contextlib
+import struct
 from typing import NamedTuple
 
 from mimir.codegen import lower as lw
 from mimir.codegen import sizes as sz
-from mimir.codegen.builder import Idx, ibin, size_ir, u32
+from mimir.codegen.builder import Body, Idx, ibin, size_ir, u32
 from mimir.codegen.ir import (
     WARP,
     Assign,
     Barrier,
     Binary,
+    Bitcast,
     Builtin,
+    Call,
+    Cast,
+    Const,
     CopyAsync,
     Expr,
+    Let,
     Load,
     LoadMatrix,
     MmaSync,
     PackHalves,
     SharedArray,
+    Stmt,
     Var,
     WaitAsync,
     WarpReduce,
@@ -62,7 +72,7 @@ from mimir.codegen.ir import (
 )
 from mimir.codegen.kernels.causal import causal_end, causal_reach
 from mimir.codegen.kernels.context import Built, KernelContext, mma_kind
-from mimir.codegen.kernels.online import rescale_factor, running_max
+from mimir.codegen.kernels.online import running_max
 from mimir.codegen.kernels.staging import all_true, batch_offset, exprs_of, write_where
 from mimir.codegen.schedule.layout import softmax_input
 from mimir.codegen.schedule.plan import Attention
@@ -136,6 +146,90 @@ def build(c: KernelContext, operands: Operands) -> Built:
     return (THREADS, 1, 1), heads.dispatch
 
 
+_LOG2E = 1.4426950408889634
+
+
+def _ex2(t: Expr) -> Expr:
+    """2^t: the hardware's `ex2.approx.ftz.f32` under fast math (`Emitter.exp2`)."""
+    return lw.call("exp2", t, t="f32")
+
+
+def _rounded_to_half(e: Expr) -> Expr | None:
+    """The f32 value `e` rounds to float16 and back (`Cast(Cast(a, f16), f32)`), else None."""
+    if isinstance(e, Cast) and e.type == "f32" and isinstance(e.a, Cast) and e.a.type == "f16":
+        return e.a.a if e.a.a.type == "f32" else None
+    return None
+
+
+def _max_f16x2(a: Expr, b: Expr) -> Expr:
+    """The larger of each half of two packed float16 pairs (PTX `max.f16x2`)."""
+    return Call("max_f16x2", (a, b), "u32")
+
+
+def _half_scale(low: Expr, high: Expr) -> float | None:
+    """The scale c of two `s * c` (the same literal c, exact in float16, s float32
+    variables: scores), else None."""
+    literals = []
+    for x in (low, high):
+        if not (isinstance(x, Binary) and x.op == "*" and isinstance(x.a, Var)):
+            return None
+        if not (isinstance(x.b, Const) and isinstance(x.b.value, float)):
+            return None
+        literals.append(x.b.value)
+    c = literals[0]
+    if literals[1] != c or not 2**-14 <= abs(c) <= 2**15:  # a normal float16
+        return None
+    return c if struct.unpack("<e", struct.pack("<e", c))[0] == c else None
+
+
+def _f16_bits(value: float) -> int:
+    return struct.unpack("<H", struct.pack("<e", value))[0]
+
+
+def _paired(body: Body, first: list[Stmt], second: list[Stmt]) -> dict[str, Var]:
+    """Two scores' epilogue statements, the same f of two scores (each its own `Let`s), side
+    by side: where both round an f32 to float16 (`_rounded_to_half`), the two are packed
+    by one `cvt.rn.f16x2.f32` (`PackHalves`, rounding to nearest even as `cvt.rn.f16.f32`
+    does) and read back from its halves. Statements not in that shape, or a second that
+    uses what the first binds, are emitted one list after the other. Returns the packed
+    word each variable read back from one is a half of."""
+    bound = {st.var.name for st in first if isinstance(st, Let)}
+    used = {
+        x.name for st in second for e in exprs_of(st) for x in walk_expr(e) if isinstance(x, Var)
+    }
+    same = len(first) == len(second) and all(isinstance(st, Let) for st in [*first, *second])
+    if not same or bound & used:
+        for st in [*first, *second]:
+            body.emit(st)
+        return {}
+    halves: dict[str, Var] = {}
+    for a, b in zip(first, second, strict=True):
+        assert isinstance(a, Let) and isinstance(b, Let)
+        low, high = _rounded_to_half(a.value), _rounded_to_half(b.value)
+        if low is None or high is None:
+            body.emit(a)
+            body.emit(b)
+            continue
+        word = body.fresh("xh", "u32")
+        scale = _half_scale(low, high)
+        if scale is None:
+            body.emit(PackHalves(word, low, high, "f16"))
+        else:
+            # the products rounded to float16 (the language's float16 `q @ k.T`), then
+            # scaled as float16 pairs: one rounding of the exact product, as the shim's
+            assert isinstance(low, Binary) and isinstance(high, Binary)
+            products = body.fresh("xp", "u32")
+            body.emit(PackHalves(products, low.a, high.a, "f16"))
+            bits = _f16_bits(scale)
+            pair = body.var(Const(bits << 16 | bits, "u32"), "sc")
+            body.emit(Let(word, Call("mul_f16x2", (products, pair), "u32")))
+        body.emit(Let(a.var, Cast(Bitcast(word, "f16"), "f32")))
+        top = Binary(">>", word, u32(16), "u32")
+        body.emit(Let(b.var, Cast(Bitcast(top, "f16"), "f32")))
+        halves[a.var.name] = halves[b.var.name] = word
+    return halves
+
+
 # the workgroup arrays: q's rows then each block's k rows, and each block's v rows
 _QK, _V = "$qk_tile", "$v_tile"
 
@@ -198,16 +292,20 @@ class _MmaHeads:
             SharedArray(_V, "u32", KEYS * vs),
         ]
         self.causal = causal_reach(ev, self.x, self.first)
-        # what each thread stages of q, k and v (`stage`), computed before the loops
+        # the 16-byte chunk each thread stages of q, k and v (`stage`), computed before the loops
         self._spread: dict[int, tuple[Expr, Expr]] = {}
-        for words in sorted({d // 2, e // 2}):
-            w = body.let(ibin("%", t, u32(words)), "w")
-            self._spread[words] = (w, body.let(ibin("/", t, u32(words)), "wr"))
+        for chunks in sorted({d // 8, e // 8}):
+            w = body.let(ibin("%", t, u32(chunks)), "w")
+            self._spread[chunks] = (w, body.let(ibin("/", t, u32(chunks)), "wr"))
         self._base = {x: batch_offset(c, ev.shape(x), batch, self.batch_axes) for x in operands[:3]}
         self.q_frags = self.load_q()
         inf, zero = lw.const(-lw.INF, "f32"), lw.const(0, "f32")
         self.top = [body.var(inf, "m") for _ in range(2)]  # rows g and g + 8's running max
-        self.sums = [body.var(zero, "l") for _ in range(2)]  # this lane's share of their sums
+        # their sums as an accumulator tile of P times ones (every column the row's sum of
+        # the p it multiplied: rows g, g, g + 8, g + 8), and B's fragment of those ones
+        self.sums = [body.var(zero, "l") for _ in range(4)]
+        one_bits = 0x3C00 if operands.kind == "f16" else 0x3F80
+        self.ones = body.var(Const(one_bits << 16 | one_bits, "u32"), "ones")
         self.accs = [[body.var(zero, "acc") for _ in range(4)] for _ in range(e // 8)]
 
     def keys_end(self) -> Expr:
@@ -220,17 +318,18 @@ class _MmaHeads:
         self, array: str, operand: int, shape: tuple, first: Expr, bound: Expr | None
     ) -> None:
         """Rows `first` .. `first + 63` of `operand` (a matrix of `shape`, this workgroup's
-        batch) into `array`, their pairs as words at a row stride of width / 2 + `PAD`
-        (`cp.async` of 4 bytes; 0 past `bound`): thread t the words `t % (width / 2)` of
-        rows `t / (width / 2)` + `128 / (width / 2)` i."""
+        batch) into `array`, their pairs as words at a row stride of width / 2 + `PAD`, 8
+        halves (4 words, 16 bytes) a `cp.async` (zeros past `bound`): thread t the chunk
+        `t % (width / 8)` of rows `t / (width / 8)` + `128 / (width / 8)` i. A head dim
+        (`HEAD_DIMS`) is a multiple of 16, so each chunk is 16-byte aligned in both."""
         body, width = self.body, shape[-1]
-        words = width // 2
-        w, row_in = self._spread[words]
+        chunks, words = width // 8, width // 2
+        w, row_in = self._spread[chunks]
         base = self._base[operand]
         start = body.let(ibin("+", base, ibin("*", ibin("+", first, row_in), u32(width))), "st")
-        start = body.let(ibin("+", start, ibin("*", w, u32(2))), "st")
-        slot0 = body.let(ibin("+", ibin("*", row_in, u32(words + PAD)), w), "sl")
-        apart = THREADS // words
+        start = body.let(ibin("+", start, ibin("*", w, u32(8))), "st")
+        slot0 = body.let(ibin("+", ibin("*", row_in, u32(words + PAD)), ibin("*", w, u32(4))), "sl")
+        apart = THREADS // chunks
         buffer = self.ev.buffers[operand]
         for i in range(ROWS // apart):
             row = ibin("+", ibin("+", first, row_in), u32(apart * i))
@@ -238,10 +337,11 @@ class _MmaHeads:
             flat = ibin("+", start, u32(apart * i * width))
             slot = ibin("+", slot0, u32(apart * i * (words + PAD)))
             if self.ops.kind == "f16":
-                body.emit(CopyAsync(array, slot, Load(buffer, flat, "f16"), ok, pair=True))
+                value = Load(buffer, flat, "f16")
+                body.emit(CopyAsync(array, slot, value, ok, pair=True, words=4))
             else:  # a bfloat16 buffer is u32 words of two already
                 word = Load(buffer, ibin("/", flat, u32(2)), "u32")
-                body.emit(CopyAsync(array, slot, word, ok))
+                body.emit(CopyAsync(array, slot, word, ok, words=4))
 
     def load_q(self) -> list[tuple[Var, ...]]:
         """q's rows staged, and this lane's A fragments of them read, once."""
@@ -274,14 +374,14 @@ class _MmaHeads:
                 body.emit(LoadMatrix(regs, _QK, at))
                 body.emit(MmaSync(tuple(scores[2 * jp]), a, regs[:2], kind))
                 body.emit(MmaSync(tuple(scores[2 * jp + 1]), a, regs[2:], kind))
-        xs = self.epilogue(n0, scores, bound)
+        xs, words = self.epilogue(n0, scores, bound)
         ps = [[zero] * 4 for _ in range(KEYS // 8)]
         for h in range(2):
             row_x = [xs[j][2 * h + e] for j in range(KEYS // 8) for e in range(2)]
-            alpha, row_p = self.online(row_x, h)
+            alpha, row_p = self.online(row_x, h, words[h])
             for j in range(KEYS // 8):
                 ps[j][2 * h], ps[j][2 * h + 1] = row_p[2 * j], row_p[2 * j + 1]
-            for acc in self.accs:
+            for acc in [*self.accs, self.sums]:
                 for e in range(2):
                     body.emit(Assign(acc[2 * h + e], lw.bin_("*", acc[2 * h + e], alpha)))
         for t in range(KEYS // 16):
@@ -291,6 +391,8 @@ class _MmaHeads:
                     word = body.fresh("pa", "u32")
                     body.emit(PackHalves(word, ps[j][2 * h], ps[j][2 * h + 1], kind))
                     a.append(word)
+            # the rows' sums of the p as packed, on the tensor cores
+            body.emit(MmaSync(tuple(self.sums), tuple(a), (self.ones, self.ones), kind))
             for jp in range(self.e // 16):
                 regs = tuple(body.fresh("vb", "u32") for _ in range(4))
                 at = ibin("+", self.v_at, u32(16 * t * self.v_stride + 8 * jp))
@@ -299,16 +401,23 @@ class _MmaHeads:
                 body.emit(MmaSync(tuple(self.accs[2 * jp + 1]), tuple(a), regs[2:], kind))
         body.emit(Barrier())
 
-    def epilogue(self, n0: Expr, scores: list[list[Var]], bound: Expr | None) -> list[list[Expr]]:
+    def epilogue(
+        self, n0: Expr, scores: list[list[Var]], bound: Expr | None
+    ) -> tuple[list[list[Expr]], list[list[Var] | None]]:
         """The softmax's inputs x = f(s) of this lane's scores, grid [j][2h + e] as the
         accumulators: -inf from key `bound` on; an f that loads (a mask input) evaluated
-        only where the row and key are inside."""
+        only where the row and key are inside. The two scores of a row in a tile (e = 0,
+        1) are computed side by side, their roundings to float16 one `cvt.rn.f16x2.f32`
+        (`_paired`). Also, for each row whose 16 x are exactly the halves of 8 such words,
+        those words (else None)."""
         ev, body, first = self.ev, self.body, self.first
         inf = lw.const(-lw.INF, "f32")
         xs: list[list[Expr]] = []
+        words: list[list[Var]] = [[], []]  # each row's x as packed float16 pairs, in order
         for j in range(KEYS // 8):
             tile_x: list[Expr] = []
             for h in range(2):
+                pair = []
                 for e in range(2):
                     key = body.let(ibin("+", n0, ibin("+", self.q2, u32(8 * j + e))), "key")
                     key_ok = None if bound is None else Binary("<", key, bound, "bool")
@@ -319,6 +428,19 @@ class _MmaHeads:
                         value = ev.at(self.x, idx)
                     exprs = [x for st in walk_statements(trial) for x in exprs_of(st)]
                     loads = any(isinstance(x, Load) for x in [*exprs, *walk_expr(value)])
+                    pair.append((trial, value, key_ok, idx, score, loads))
+                if not any(loads for *_, loads in pair):
+                    halves = _paired(body, pair[0][0], pair[1][0])
+                    for _, value, key_ok, *_ in pair:
+                        value = value if key_ok is None else lw.select(key_ok, value, inf)
+                        tile_x.append(body.let(value, "x"))
+                    low, high = tile_x[-2:]
+                    if isinstance(low, Var) and isinstance(high, Var):
+                        word = halves.get(low.name)
+                        if word is not None and halves.get(high.name) is word:
+                            words[h].append(word)
+                    continue
+                for trial, value, key_ok, idx, score, loads in pair:
                     if not loads:
                         for st in trial:
                             body.emit(st)
@@ -333,40 +455,53 @@ class _MmaHeads:
                     tile_x.append(xv)
             xs.append(tile_x)
         del ev.overrides[first]
-        return xs
+        return xs, [w if len(w) == KEYS // 8 else None for w in words]
 
-    def online(self, row_x: list[Expr], h: int) -> tuple[Expr, list[Expr]]:
+    def online(self, row_x: list[Expr], h: int, words: list[Var] | None) -> tuple[Expr, list[Expr]]:
         """Row g + 8h's step of the online softmax over this lane's 16 values of the block:
-        the block's max over the quad, the running max grown to it, the rescale factor
-        exp(m_old - m) (returned), p = exp(x - m) (0 for a -inf; returned) and the lane's
-        share of the row's sum rescaled and added to."""
+        the block's max over the quad, the running max m grown to it, the rescale factor
+        exp(m_old - m) (returned, for O and the sums) and p = exp(x - m) (returned; `step`
+        adds them to the row's sum with the tensor cores, as rounded for P V).
+
+        Each exp is 2^(x log2 e - m log2 e) (one fma, then one `ex2.approx` under fast
+        math), as FlashAttention computes it: its error, a few float32 ulp and |x - m|
+        2^-24 relative, is far below the half p is rounded to for the second product. A
+        row whose max is still -inf (every x so far -inf) subtracts 0 instead, so its -inf
+        x give 2^-inf = 0 with no test per score. Where the 16 x are float16 pairs (`words`),
+        the block's max is taken over the pairs (`max.f16x2`, exact), then its two halves."""
         body, f32 = self.body, "f32"
-        inf, zero = lw.const(-lw.INF, f32), lw.const(0, f32)
-        block = row_x[0]
-        for x in row_x[1:]:
-            block = running_max(block, x)
+        inf, zero, one = lw.const(-lw.INF, f32), lw.const(0, f32), lw.const(1, f32)
+        log2e, minus_log2e = lw.const(_LOG2E, f32), lw.const(-_LOG2E, f32)
+        if words is None:
+            block = row_x[0]
+            for x in row_x[1:]:
+                block = running_max(block, x)
+        else:
+            pairs: list[Expr] = list(words)
+            while len(pairs) > 1:  # a tree of the 8: 4, 2, 1
+                halves = zip(pairs[::2], pairs[1::2], strict=True)
+                pairs = [body.let(_max_f16x2(a, b), "bw") for a, b in halves]
+            low = Cast(Bitcast(pairs[0], "f16"), "f32")
+            high = Cast(Bitcast(Binary(">>", pairs[0], u32(16), "u32"), "f16"), "f32")
+            block = running_max(low, high)
         block = body.let(WarpReduce("fmax", body.let(block, "bm"), f32, 4), "bm")
-        top, total = self.top[h], self.sums[h]
+        top = self.top[h]
         grown = body.let(running_max(top, block), "mn")
-        alpha = body.let(rescale_factor(top, grown), "alpha")
-        row_p = []
-        for x in row_x:
-            e_ = lw.call("exp", lw.bin_("-", x, grown))
-            row_p.append(body.let(lw.select(lw.bin_("!=", x, inf), e_, zero), "p"))
-        added: Expr = row_p[0]
-        for p in row_p[1:]:
-            added = lw.bin_("+", added, p)
-        body.emit(Assign(total, lw.bin_("+", lw.bin_("*", total, alpha), added)))
+        shift = lw.select(lw.bin_("==", grown, inf), zero, grown)
+        minus = body.let(lw.bin_("*", shift, minus_log2e), "ml")
+        # 1 while the max holds (also from -inf to -inf), 0 from -inf (nothing summed)
+        moved = _ex2(lw.call("fma", top, log2e, minus))
+        alpha = body.let(lw.select(lw.bin_("==", top, grown), one, moved), "alpha")
+        row_p = [body.let(_ex2(lw.call("fma", x, log2e, minus)), "p") for x in row_x]
         body.emit(Assign(top, grown))
         return alpha, row_p
 
     def store(self) -> None:
-        """Each output: its accumulator over the row's sum (the quad's shares added),
-        through the epilogue, where the row is inside (v's columns all are)."""
+        """Each output: its accumulator over the row's sum, through the epilogue, where the
+        row is inside (v's columns all are)."""
         body, one = self.body, lw.const(1, "f32")
         for h in range(2):
-            total = body.let(WarpReduce("add", self.sums[h], "f32", 4), "l")
-            inv = body.let(lw.bin_("/", one, total), "inv")
+            inv = body.let(lw.bin_("/", one, self.sums[2 * h]), "inv")
             for j, acc in enumerate(self.accs):
                 for e in range(2):
                     col = ibin("+", self.q2, u32(8 * j + e))

@@ -607,10 +607,11 @@ class _HalfTiles:
                 c.vectorized.append(entry)
         if self.kind == "f16":
             value = Load(buffer, flat, "f16")
-            body.emit(CopyAsync(array, slot, value, cond, pair=not quad, quad=quad))
+            body.emit(CopyAsync(array, slot, value, cond, pair=True, words=4 if quad else 1))
         else:
             at = ibin("/", flat, u32(2)) if word is None else word
-            body.emit(CopyAsync(array, slot, Load(buffer, at, "u32"), cond, quad=quad))
+            words = 4 if quad else 1
+            body.emit(CopyAsync(array, slot, Load(buffer, at, "u32"), cond, words=words))
 
     def pack(self, ka: Expr, kb: Expr, a_at: Expr, b_at: Expr, right: int) -> None:
         """The words of the slice packed from two guarded element loads each (K or N odd)."""

@@ -16,7 +16,7 @@ from mimir.codegen.backends.ptx.emit import (
     refuse,
 )
 from mimir.codegen.backends.ptx.registers import Registers
-from mimir.codegen.backends.ptx.tables import BUILTINS, ELEMENT_BYTES
+from mimir.codegen.backends.ptx.tables import BUILTINS, ELEMENT_BYTES, PTX_INTRINSICS
 from mimir.codegen.ir import (
     INTRINSICS,
     Builtin,
@@ -74,7 +74,7 @@ class PTX(Backend):
     )
     reserved = frozenset(_RESERVED.split())
     type_map = _TYPES
-    intrinsics = {fn: fn for fn in INTRINSICS}
+    intrinsics = {fn: fn for fn in (*INTRINSICS, *PTX_INTRINSICS)}
     barrier = "bar.sync 0;"
     warp_functions = True  # `shfl.sync` (sm_30+, `.sync` since sm_70)
     device_fence = True  # `fence.acq_rel.gpu` (PTX 6.0, sm_70) and `atom`

@@ -577,6 +577,8 @@ class Emitter:
         if types == {"f16"}:
             return self.call(Call(e.fn, tuple(Cast(a, "f32") for a in e.args), e.type))
         t = e.args[0].type
+        if e.fn == "exp2" and t == "f32":
+            return self.exp2(self.reg(e.args[0]))
         if e.fn in mathlib.sequences(self.math) and t == "f32":
             return self.sequence(e.fn, [self.reg(a) for a in e.args])
         opcode = SIMPLE_INTRINSICS.get((e.fn, t))
@@ -586,6 +588,17 @@ class Emitter:
         d = self.new(e.type)
         self.ins(f"{opcode} {d}, {', '.join(args)}")
         return d
+
+    def exp2(self, t: str) -> str:
+        """2^t: under fast math the hardware's `ex2.approx.ftz.f32` (2 ulp, 0 below 2^-126);
+        under precise math e^(t ln 2) by the correctly rounded exp, whose argument's
+        rounding adds |t| 2^-24 relative."""
+        d = self.new("f32")
+        if self.math == "fast":
+            self.ins(f"ex2.approx.ftz.f32 {d}, {t}")
+            return d
+        self.ins(f"mul.rn.f32 {d}, {t}, 0f3F317218")
+        return self.sequence("exp", [d])
 
     def extremum(self, cmp: str, a: str, b: str) -> str:
         """`maximum`/`minimum` as the IR helper defines them (`mimir.codegen.lower`): a nan
@@ -885,30 +898,30 @@ class Emitter:
     def copy_async(self, s: CopyAsync) -> None:
         """`cp.async.ca.shared.global` of one element (sm_80+), predicated on the guard,
         which otherwise stores 0 into the slot; done by the next `cp.async.wait_all`. With
-        `s.pair` two f16 elements into one u32 word (4 bytes, the element index even); with
-        `s.quad` 16 bytes (`cp.async.cg`), the guard as its source size (16 or 0)."""
+        `s.pair` two f16 elements into one u32 word (4 bytes, the element index even). Of
+        16 bytes (`s.words` 4), `cp.async.cg` (around L1, as the ISA asks of that size),
+        whose guard is its source size: 0 reads nothing and fills the slot with zeros."""
         dst_mem, dst = self.address(s.array, s.index)
         src_mem, src = self.address(s.value.array, s.value.index)
-        size = ELEMENT_BYTES[src_mem.elem]
-        if s.quad:
-            if src_mem.elem not in ("f16", "u32") or dst_mem.elem != "u32":
-                raise refuse(f"a 16-byte asynchronous copy from `{s.value.array}`")
-            if s.cond is None:
-                self.ins(f"cp.async.cg.shared.global {dst}, {src}, 16")
-                return
-            # the guard as the bytes read (16 or none: the rest zero-filled), no branch
-            n = self.new("u32")
-            self.ins(f"selp.b32 {n}, 16, 0, {self.reg(s.cond)}")
-            self.ins(f"cp.async.cg.shared.global {dst}, {src}, 16, {n}")
-            return
+        size = ELEMENT_BYTES[src_mem.elem] * s.words
         if s.pair:
             if src_mem.elem != "f16" or dst_mem.elem != "u32":
                 raise refuse(f"a paired asynchronous copy from `{s.value.array}`")
-            size = 4
+            size = 4 * s.words
         if dst_mem.space != "shared" or src_mem.space != "global" or size not in (4, 8, 16):
             raise refuse(f"an asynchronous copy from `{s.value.array}` to `{s.array}`")
         if dst_mem.elem != src_mem.elem and not s.pair:
             raise refuse(f"an asynchronous copy from `{src_mem.elem}` to `{dst_mem.elem}`")
+        if size == 16:
+            if s.cond is None:
+                self.ins(f"cp.async.cg.shared.global {dst}, {src}, 16")
+                return
+            n = self.new("u32")
+            self.ins(f"selp.b32 {n}, 16, 0, {self.reg(s.cond)}")
+            self.ins(f"cp.async.cg.shared.global {dst}, {src}, 16, {n}")
+            return
+        if s.words != 1:
+            raise refuse(f"an asynchronous copy of {size} bytes from `{s.value.array}`")
         if s.cond is None:
             self.ins(f"cp.async.ca.shared.global {dst}, {src}, {size}")
             return

@@ -14,6 +14,7 @@ __all__ = [
     "ELEMENT_BYTES",
     "MEMORY_TYPE",
     "MOV",
+    "PTX_INTRINSICS",
     "SHIFTS",
     "SIMPLE_INTRINSICS",
     "TYPE",
@@ -49,6 +50,12 @@ BUILTINS = {
     for axis in "xyz"
 }
 
+# Intrinsics only PTX kernels call (no array op lowers to them), for the tensor-core
+# attention (`kernels.attention_mma`): `exp2`, 2^x (`Emitter.call` prints it), and
+# `mul_f16x2` and `max_f16x2`, two packed float16 pairs multiplied (each product rounded
+# once) or their larger halves taken.
+PTX_INTRINSICS = ("exp2", "mul_f16x2", "max_f16x2")
+
 SIMPLE_INTRINSICS = {
     ("sqrt", "f32"): "sqrt.rn.f32",
     ("fma", "f32"): "fma.rn.f32",
@@ -64,4 +71,6 @@ SIMPLE_INTRINSICS = {
     ("isnan", "f32"): "testp.notanumber.f32",
     ("isinf", "f32"): "testp.infinite.f32",
     ("mulhi", "u32"): "mul.hi.u32",
+    ("mul_f16x2", "u32"): "mul.rn.f16x2",
+    ("max_f16x2", "u32"): "max.f16x2",
 }
