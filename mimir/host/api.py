@@ -604,5 +604,12 @@ def _onto_head(cx: Ctx, t: TensorV, head: HeadV) -> Any:
     tensor of unknown rank, then the sizes given (a -1 among them is a size of its own)."""
     if not all(isinstance(a, IntV) and a.sym is not None for a in head.after):
         return TensorV(None, t.dtype, t.lib)
-    tail = tuple(cx.free_size("size") if literal(a.sym) == -1 else a.sym for a in head.after)
+    inferred = cx.free_size("size")
+    dropped = t.tail[-head.drop :] if 0 < head.drop <= len(t.tail) else ()
+    given = [a.sym for a in head.after if literal(a.sym) != -1]
+    if head.tensor is t and dropped and None not in dropped and len(head.after) == 1 and not given:
+        # `x.reshape(*x.shape[:-k], -1)`: the leading axes kept, so the -1 is the
+        # product of the k last, known from the tail
+        inferred = tt.product(tuple(dropped))
+    tail = tuple(inferred if literal(a.sym) == -1 else a.sym for a in head.after)
     return TensorV(None, t.dtype, t.lib, tail)

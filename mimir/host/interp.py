@@ -630,9 +630,13 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
         if isinstance(a, TensorV) or isinstance(b, TensorV):
             if isinstance(op, ast.MatMult):
                 return self.guard(node, lambda: tt.matmul(self, a, b))
-            if not all(isinstance(x, (TensorV, IntV, FloatV, BoolV)) for x in (a, b)):
+            if not all(
+                isinstance(x, (TensorV, IntV, FloatV, BoolV)) or x is UNKNOWN for x in (a, b)
+            ):
                 t = a if isinstance(a, TensorV) else b
                 return TensorV(None, None, t.lib)
+            if a is UNKNOWN or b is UNKNOWN:  # `scores + mask`, the mask from code not read
+                return self.guard(node, lambda: tt.elementwise(self, a, b, dtype=None))
             out = self.guard(node, lambda: tt.elementwise(self, a, b))
             if isinstance(op, ast.Div) and isinstance(out, TensorV) and not tt.is_float(out.dtype):
                 lib = out.lib
@@ -803,6 +807,19 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
                 spread = self.expr(a.value, env)
                 if isinstance(spread, TupleV):
                     args.extend(spread.items)
+                elif (
+                    isinstance(spread, HeadV)
+                    and isinstance(func, MethodV)
+                    and isinstance(func.receiver, TensorV)
+                    and not args
+                    and len(node.args) > 1
+                ):
+                    # `x.reshape(*x.shape[:-1], -1)`: one shape, its leading axes unknown
+                    rest = [self.expr(e, env) for e in node.args[1:]]
+                    if any(isinstance(e, ast.Starred) for e in node.args[1:]):
+                        return self._unknown_call(node, func, args)
+                    args.append(HeadV(spread.tensor, spread.drop, (*spread.after, *rest)))
+                    break
                 else:
                     return self._unknown_call(node, func, args)
             else:

@@ -250,8 +250,13 @@ def elementwise(cx: Ctx, *operands: Any, dtype: str | None = "promote") -> Any:
     shapes = [operand_shape(o) for o in operands]
     if all(s is not None for s in shapes):
         return TensorV(broadcast(cx, *shapes), dtype, lib)
-    if any(s is None and not isinstance(o, TensorV) for o, s in zip(operands, shapes, strict=True)):
-        return TensorV(None, dtype, lib)
+    # an operand nothing is known of (a mask a helper not read returns) broadcasts like a
+    # tensor of unknown rank: the result keeps the other operands' axes, whatever it holds
+    operands = tuple(
+        TensorV(None, None, lib) if s is None and not isinstance(o, TensorV) else o
+        for o, s in zip(operands, shapes, strict=True)
+    )
+    tensors = [o for o in operands if isinstance(o, TensorV)]
     # some rank unknown: the trailing sizes every operand has broadcast; the rest is unknown
     unknown = [t for t in tensors if t.shape is None]
     depth = min(len(t.tail) for t in unknown)
@@ -271,19 +276,41 @@ def elementwise(cx: Ctx, *operands: Any, dtype: str | None = "promote") -> Any:
     return TensorV(None, dtype, lib, tuple(tail or ()), origin, most)
 
 
+def _batch_tail(left: Shape, right: Shape) -> Shape:
+    """The batch axes of `[..., *left, M, K] @ [*right, K, N]`, the left's rank unknown
+    (at least its tail's): as many as the longer has; where both have an axis, the size
+    they agree on or the one that is not 1; where only the right has it, its size unless 1
+    (the left may have it, of any size that broadcasts); where only the left has it, its own."""
+    out: list[Size] = []
+    for k in range(max(len(left), len(right)), 0, -1):
+        a = left[-k] if k <= len(left) else None
+        b = right[-k] if k <= len(right) else None
+        la, lb = literal(a), literal(b)
+        if k > len(right):
+            out.append(a)
+        elif k > len(left):
+            out.append(None if lb in (1, None) else b)
+        elif la is not None and la == lb or lb == 1:
+            out.append(a)
+        elif la == 1 and lb is not None:
+            out.append(b)
+        else:
+            out.append(None)
+    return tuple(out)
+
+
 def _sure_sizes(operands: tuple, depth: int) -> list[Size]:
     """Sizes past the `depth` last axes every operand has, that any broadcast which
     succeeds must give: where the operands that have that axis all give one literal size
     (other than 1), so does the result, whatever an operand of unknown rank holds there
-    (its size there is that one or 1, or the broadcast fails)."""
+    (its size there is that one or 1, or the broadcast fails); elsewhere a size not known,
+    as the result has every axis an operand has."""
     lasts = [o.last for o in operands if isinstance(o, TensorV)]
     out: list[Size] = []
     for k in range(depth + 1, max((len(last) for last in lasts), default=0) + 1):
         known = [literal(last[-k]) for last in lasts if len(last) >= k]
         big = {n for n in known if n != 1}
-        if None in known or len(big) != 1:
-            break
-        out.append(const(big.pop()))
+        out.append(None if None in known or len(big) != 1 else const(big.pop()))
     return out[::-1]
 
 
@@ -302,7 +329,10 @@ def matmul(cx: Ctx, a: Any, b: Any) -> Any:
                 f"left has K={show(k1)}, right has K={show(k2)}",
             )
             dtype = x.dtype if x.dtype == y.dtype else None
-            return TensorV(None, dtype, x.lib, (y.shape[-1],))
+            if len(x.tail) < 2:
+                return TensorV(None, dtype, x.lib, (y.shape[-1],))
+            batch = _batch_tail(x.tail[:-2], y.shape[:-2])
+            return TensorV(None, dtype, x.lib, (*batch, x.tail[-2], y.shape[-1]))
     if x is not None and y is not None and x.shape is not None and y.shape is None:
         if len(x.shape) >= 2 and len(y.tail) >= 2:
             k1, k2 = x.shape[-1], y.tail[-2]
@@ -520,6 +550,12 @@ def permute(cx: Ctx, t: TensorV, dims: list[int | None] | None) -> Any:
                 f"permute got {len(dims)} dims for a tensor of rank at most {t.max_rank} "
                 f"({show_shape(t.tail, True)})",
             )
+        if len(dims) < len(t.tail):  # the tail's axes are there whatever the rank is
+            cx.fail(
+                "GPU017",
+                f"permute got {len(dims)} dims for a tensor of rank at least {len(t.tail)} "
+                f"({show_shape(t.tail, True)})",
+            )
         t = cx.refine(t, len(dims))  # permute names every axis: its length is the rank
     if t.shape is None or dims is None or None in dims:
         return TensorV(None, t.dtype, t.lib)
@@ -535,6 +571,12 @@ def permute(cx: Ctx, t: TensorV, dims: list[int | None] | None) -> Any:
 def transpose(cx: Ctx, t: TensorV, a: Any, b: Any) -> Any:
     if t.shape is None:
         i, j = int_lit(a), int_lit(b)
+        if i is not None and j is not None and i >= 0 and j >= 0:
+            # `transpose(1, 2)`: the rank is at least the tail's, so the tail's axes past
+            # the first max(i, j) + 1 stay where they are whatever the rank is
+            kept = t.tail[max(i, j) + 1 :]
+            tail = (*[None] * (len(t.tail) - len(kept)), *kept) if kept else ()
+            return TensorV(None, t.dtype, t.lib, tail, None, t.max_rank)
         if i is None or j is None or i >= 0 or j >= 0:
             return TensorV(None, t.dtype, t.lib)
         last = list(cx.tail_of(t, max(-i, -j)))  # `transpose(-2, -1)`: the last axes swap

@@ -467,10 +467,7 @@ def _join_modules(a: Any, b: Any, depth: int) -> Any:
 
 
 def _common_tail(a: Shape, b: Shape) -> Shape:
-    """The trailing sizes two shapes agree on (a join of tensors of different ranks)."""
-    out: list[Size] = []
-    for x, y in zip(reversed(a), reversed(b), strict=False):
-        if not same(x, y):
-            break
-        out.append(x)
+    """The trailing sizes of a join of tensors of different ranks: as many axes as both
+    have (the rank is at least that), each size where they agree, unknown where not."""
+    out = [x if same(x, y) else None for x, y in zip(reversed(a), reversed(b), strict=False)]
     return tuple(reversed(out))
