@@ -52,6 +52,7 @@ class Case:
     dims: dict[str, int] = field(default_factory=lambda: dict(DIMS))
     short_input: bool = False  # give `x` one value too few
     hosts: frozenset[str] = HOSTS  # where the refusal applies (a device limit some lack)
+    says: str | None = None  # a part of the refusal's message every host gives
 
 
 def _set(path: str, value: Any) -> Edit:
@@ -512,6 +513,58 @@ CASES: list[Case] = [
     ),
     Case("uniform-field-twice", "MAN009", "uniform.fields[1].name", _fields(["N", "N"])),
     Case("uniform-missing", "MAN009", "kernels[0].uniform_binding", _set("uniform", None)),
+    # -- `requires`: a short lowercase word the host knows for the backend, else refused
+    Case(
+        "requires-not-a-list", "MAN002", "kernels[0].requires", _set("kernels.0.requires", "sm_90a")
+    ),
+    Case("requires-a-number", "MAN002", "kernels[0].requires[0]", _set("kernels.0.requires", [90])),
+    Case(
+        "requires-uppercase",
+        "MAN002",
+        "kernels[0].requires[0]",
+        _set("kernels.0.requires", ["SM_90A"]),
+    ),
+    Case(
+        "requires-65-characters",
+        "MAN002",
+        "kernels[0].requires[0]",
+        _set("kernels.0.requires", ["a" * 65]),
+    ),
+    Case(
+        "requires-17",
+        "MAN002",
+        "kernels[0].requires",
+        _set("kernels.0.requires", ["tensor-memory"] * 17),
+    ),
+    Case(
+        "requires-unknown",
+        "MAN002",
+        "kernels[0].requires[0]",
+        _set("kernels.0.requires", ["tensor-memory"]),
+        says="kernel `linear_relu_0_matmul` requires `tensor-memory`, which this host does not"
+        " know",
+    ),
+    Case(
+        "requires-another-backends",
+        "MAN002",
+        "kernels[0].requires[0]",
+        _set("kernels.0.requires", ["simdgroup-matrix"]),
+        says="requires `simdgroup-matrix`, which is for msl kernels, not",
+    ),
+    Case(
+        "requires-sm_90a-off-ptx",
+        "MAN002",
+        "kernels[0].requires[0]",
+        _set("kernels.0.requires", ["sm_90a"]),
+        hosts=frozenset({"python-wgsl", "js", "vulkan"}),
+    ),
+    Case(  # a requirement the CUDA host knows passes the contract, and meets the device
+        "requires-sm_90a-on-ptx",
+        None,
+        None,
+        _set("kernels.0.requires", ["sm_90a"]),
+        hosts=frozenset({"cuda"}),
+    ),
     # -- the call's own values
     Case("input-short", "GPU040", None, short_input=True),
     Case("dim-below-minimum", "GPU042", None, dims={"N": 0}),

@@ -537,6 +537,50 @@ SANITIZE = (
 )
 
 
+def test_the_cuda_host_runs_sm_90a_kernels_on_compute_capability_9_0_alone(
+    build: Path, tmp_path: Path
+) -> None:
+    """The check mimir-cuda makes once the device is open (manifest.c, built with the
+    sanitizers): `sm_90a` needs compute capability exactly 9.0, and the refusal names the
+    kernel and the device's capability."""
+    cc = _compiler()
+    require(cc is not None, "no C compiler (cc, gcc or clang) on PATH")
+    common = HOSTS / "common"
+    exe = build / "capability"
+    subprocess.run(
+        [cc, *SANITIZE.split(), f"-I{common}", "-o", str(exe),
+         str(ROOT / "harness" / "c" / "capability_main.c"), str(common / "manifest.c"),
+         str(common / "json_check.c"), str(common / "cjson" / "cJSON.c"), "-lm"],
+        check=True,
+    )  # fmt: skip
+    manifest = json.loads((OUT / "ptx" / "linear" / "linear_relu.manifest.json").read_text())
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(manifest))
+    manifest["kernels"][0]["requires"] = ["sm_90a"]
+    hopper = tmp_path / "sm_90a.json"
+    hopper.write_text(json.dumps(manifest))
+
+    def check(path: Path, major: int, minor: int) -> str:
+        run = subprocess.run([str(exe), str(path), str(major), str(minor)],
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        assert "Sanitizer" not in run.stderr and "runtime error" not in run.stderr, run.stderr
+        return run.stdout.strip()
+
+    assert check(hopper, 9, 0) == "ok"
+    assert check(plain, 8, 0) == "ok"
+    for major, minor in ((8, 0), (8, 9), (9, 1), (10, 0), (12, 0)):
+        assert check(hopper, major, minor) == (
+            "refused: kernel `linear_relu_0_matmul` requires `sm_90a` (compute capability 9.0); "
+            f"the device has compute capability {major}.{minor}"
+        )
+    manifest["kernels"][0]["requires"] = ["tensor-memory"]
+    hopper.write_text(json.dumps(manifest))
+    assert check(hopper, 9, 0) == (
+        "error: [MAN002] kernels[0].requires[0]: kernel `linear_relu_0_matmul` requires "
+        "`tensor-memory`, which this host does not know"
+    )
+
+
 def test_the_vulkan_host_is_memory_safe_on_good_and_broken_manifests(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,7 +9,9 @@ driver only where a CUDA device is present.
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -672,3 +674,68 @@ def test_slices_sized_by_related_dims_run_and_keep_their_relations() -> None:
     with pytest.raises(HostError) as info:
         kernels.context_prefix(x, _rand(2, 17))
     assert info.value.code == "GPU042" and "above its maximum 16" in str(info.value)
+
+
+def _sm90a_linear(folder: Path) -> Path:
+    """tests/kernels/out/ptx/linear with `linear_relu`'s first kernel marked `sm_90a`."""
+    shutil.copytree(OUT / "ptx" / "linear", folder)
+    path = folder / "linear_relu.manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["kernels"][0]["requires"] = ["sm_90a"]
+    path.write_text(json.dumps(manifest))
+    return folder
+
+
+def test_sm_90a_needs_compute_capability_exactly_9_0() -> None:
+    from mimir.runtime.cuda_runner import unmet_requirement
+
+    manifest = {
+        "kernels": [{"entry_point": "plain"}, {"entry_point": "mm", "requires": ["sm_90a"]}]
+    }
+    assert unmet_requirement(manifest, (9, 0)) is None
+    assert unmet_requirement({"kernels": [{"entry_point": "plain"}]}, (7, 5)) is None
+    for capability in ((8, 0), (8, 9), (10, 0), (12, 0), (9, 1)):
+        why = unmet_requirement(manifest, capability, "an old GPU")
+        assert why == (
+            "kernel `mm` requires `sm_90a` (compute capability 9.0); an old GPU has compute "
+            f"capability {capability[0]}.{capability[1]}"
+        )
+
+
+def test_an_sm_90a_kernel_is_refused_before_anything_is_made_on_another_device(
+    monkeypatch, tmp_path: Path
+) -> None:
+    """The device's capability is read once the driver is open, and a kernel its `requires`
+    rules out is refused before a buffer or module exists (the driver faked as above)."""
+    from harness.ptx_interp import _parse
+
+    from mimir.runtime import cuda_runner
+
+    fake = _FakeDriver()
+    loaded: list[str] = []
+    monkeypatch.setattr(cuda_runner, "_lib", lambda: fake)
+    monkeypatch.setattr(cuda_runner, "_context", lambda: None)
+    monkeypatch.setattr(cuda_runner, "_device_name", lambda: "a fake A100")
+    monkeypatch.setattr(cuda_runner, "device_capability", lambda: (8, 0))
+    monkeypatch.setattr(
+        cuda_runner,
+        "load_module",
+        lambda text, label="": loaded.append(label) or (_parse(text), text),
+    )
+    kernels = load(_sm90a_linear(tmp_path / "linear"), backend="ptx")
+    x, w, b = _rand(2, 20, seed=1), _rand(20, 33, seed=2), _rand(33, seed=3)
+    with pytest.raises(cuda_runner.UnmetRequirementError) as refused:
+        kernels.linear_relu(x, w, b)
+    assert str(refused.value) == (
+        "kernel `linear_relu_0_matmul` requires `sm_90a` (compute capability 9.0); a fake A100 "
+        "has compute capability 8.0"
+    )
+    assert fake.memory.regions == [] and loaded == [] and fake.launches == []
+    with pytest.raises(cuda_runner.UnmetRequirementError):
+        cuda_runner.PtxProgram(kernels.linear_relu.manifest, tmp_path / "linear",
+                               {"x": x, "w": w, "b": b}, {"N": 2})  # fmt: skip
+    assert fake.memory.regions == []
+    monkeypatch.setattr(cuda_runner, "device_capability", lambda: (9, 0))
+    got = kernels.linear_relu(x, w, b)  # the interpreter runs the sm_70 text it was given
+    want = _shim("linear", "linear_relu", {"x": x, "w": w, "b": b}, {"N": 2})["out"]
+    assert_close(got.ravel().tolist(), want, "float32")

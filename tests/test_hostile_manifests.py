@@ -53,6 +53,8 @@ def _expect(case: Case, host: str, result: dict[str, Any]) -> None:
     assert result.get("code") == case.code, result
     if case.code.startswith("MAN"):
         assert result.get("field") == case.field, result
+    if case.says is not None:
+        assert case.says in result["message"], result
 
 
 def test_every_code_is_in_the_corpus() -> None:

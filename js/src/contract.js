@@ -43,6 +43,17 @@ const UNIFORM_TYPES = ['u32', 'i32', 'f32'];
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const FILE_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
+// What a kernel may require of the device beyond its backend's baseline, by backend: the
+// requirements a host knows how to check. Any other is refused before anything is allocated.
+export const REQUIREMENTS = {
+  msl: ['simdgroup-32', 'msl-3.2', 'simdgroup-matrix'],
+  ptx: ['sm_90a'],
+  wgsl: [],
+  spirv: [],
+};
+const MAX_REQUIREMENTS = 16;
+const MAX_REQUIREMENT_LENGTH = 64;
+const REQUIREMENT = /^[a-z0-9][a-z0-9_.-]*$/;
 const has = (object, key) => Object.prototype.hasOwnProperty.call(object, key);
 const get = (object, key) => (has(object, key) ? object[key] : undefined);
 
@@ -340,6 +351,26 @@ function checkKernel(value, where, backend, dims, buffers, hasUniform) {
       );
     }
   }
+  if (has(kernel, 'requires')) checkRequires(kernel.requires, `${where}.requires`, kernel.entry_point, backend);
+}
+
+// Each requirement a short lowercase word, and one this host knows for the manifest's
+// backend: an unknown one, or another backend's, is refused rather than left to the driver.
+function checkRequires(value, field, entryPoint, backend) {
+  list(value, field, MAX_REQUIREMENTS).forEach((requirement, i) => {
+    const at = `${field}[${i}]`;
+    if (typeof requirement !== 'string' || requirement.length > MAX_REQUIREMENT_LENGTH || !REQUIREMENT.test(requirement)) {
+      throw new ManifestError(
+        `${show(requirement)} is not a requirement ([a-z0-9][a-z0-9_.-]*, at most ${MAX_REQUIREMENT_LENGTH} characters)`, 'MAN002', at,
+      );
+    }
+    if (REQUIREMENTS[backend].includes(requirement)) return;
+    const owner = Object.keys(REQUIREMENTS).find((b) => REQUIREMENTS[b].includes(requirement));
+    const why = owner === undefined
+      ? `kernel \`${entryPoint}\` requires \`${requirement}\`, which this host does not know`
+      : `kernel \`${entryPoint}\` requires \`${requirement}\`, which is for ${owner} kernels, not ${backend}`;
+    throw new ManifestError(why, 'MAN002', at);
+  });
 }
 
 function place(binding, at) {

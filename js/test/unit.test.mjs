@@ -4,6 +4,8 @@
 // (tests/test_js_host.py, tests/test_js_browser.py).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { readFileSync } from 'node:fs';
+import { checkManifest } from '../src/contract.js';
 import { evaluate, fromHalfBits, load, packUniform, toHalfBits, ManifestError } from '../src/index.js';
 
 test('dim expressions follow Python: floor division, modulo, cdiv, precedence', () => {
@@ -281,4 +283,24 @@ test('a dim bounded by another (`max: "MAXT"`) is refused past it (GPU042)', asy
   await assert.rejects(bad('Q'), /\[MAN005\] dims\[0\]\.max: `Q` is not a dim of this manifest/);
   await assert.rejects(bad('MAXT +'), /\[MAN005\] dims\[0\]\.max/);
   await assert.rejects(bad(true), /\[MAN002\] dims\[0\]\.max/);
+});
+
+test('a kernel that requires what this host does not know for its backend is refused', () => {
+  const base = JSON.parse(readFileSync(new URL('../../tests/kernels/out/wgsl/linear/linear_relu.manifest.json', import.meta.url)));
+  const refusal = (requires) => {
+    const manifest = structuredClone(base);
+    manifest.kernels[0].requires = requires;
+    try {
+      checkManifest(manifest, 'wgsl');
+    } catch (err) {
+      assert.ok(err instanceof ManifestError, err);
+      return `${err.code} ${err.field}: ${err.message}`;
+    }
+    return null;
+  };
+  assert.equal(refusal([]), null);
+  assert.match(refusal(['tensor-memory']), /^MAN002 kernels\[0\]\.requires\[0\]: .*kernel `linear_relu_0_matmul` requires `tensor-memory`, which this host does not know/);
+  assert.match(refusal(['sm_90a']), /^MAN002 kernels\[0\]\.requires\[0\]: .*`sm_90a`, which is for ptx kernels, not wgsl/);
+  assert.match(refusal(['SM_90A']), /^MAN002 kernels\[0\]\.requires\[0\]: .*is not a requirement/);
+  assert.match(refusal('sm_90a'), /^MAN002 kernels\[0\]\.requires: /);
 });

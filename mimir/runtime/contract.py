@@ -43,6 +43,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_KERNEL_FILE_BYTES",
     "MAX_MANIFEST_BYTES",
+    "REQUIREMENTS",
     "U32_MAX",
     "buffer_extent",
     "check_kernel_file",
@@ -82,9 +83,20 @@ UPLOADED = ("input", "inout")
 DTYPE_SIZES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4, "bool_": 4}
 ACCESS = ("read", "read_write")
 UNIFORM_TYPES = ("u32", "i32", "f32")
+# What a kernel may require of the device beyond its backend's baseline, by backend: the
+# requirements a host knows how to check. Any other is refused before anything is allocated.
+REQUIREMENTS = {
+    "msl": ("simdgroup-32", "msl-3.2", "simdgroup-matrix"),
+    "ptx": ("sm_90a",),
+    "wgsl": (),
+    "spirv": (),
+}
+MAX_REQUIREMENTS = 16
+MAX_REQUIREMENT_LENGTH = 64
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")
+_REQUIREMENT = re.compile(r"[a-z0-9][a-z0-9_.-]*\Z")
 
 
 # ------------------------------------------------------------------ stage 1: bytes to JSON
@@ -431,6 +443,38 @@ def _kernel(
             "MAN008",
             f"{where}.bindings",
         )
+    if "requires" in kernel:
+        _requires(kernel["requires"], f"{where}.requires", kernel["entry_point"], backend)
+
+
+def _requires(value: Any, field: str, entry_point: str, backend: str) -> None:
+    """Each requirement a short lowercase word (MAN002), and one this host knows for the
+    manifest's backend: an unknown one, or another backend's, is refused (MAN002) rather than
+    left to fail inside the driver."""
+    for i, requirement in enumerate(_list(value, field, MAX_REQUIREMENTS)):
+        at = f"{field}[{i}]"
+        if (
+            not isinstance(requirement, str)
+            or len(requirement) > MAX_REQUIREMENT_LENGTH
+            or not _REQUIREMENT.match(requirement)
+        ):
+            raise ManifestError(
+                f"{_show(requirement)} is not a requirement ([a-z0-9][a-z0-9_.-]*, at most "
+                f"{MAX_REQUIREMENT_LENGTH} characters)",
+                "MAN002",
+                at,
+            )
+        if requirement in REQUIREMENTS[backend]:
+            continue
+        owner = next((b for b, known in REQUIREMENTS.items() if requirement in known), None)
+        if owner is None:
+            why = f"kernel `{entry_point}` requires `{requirement}`, which this host does not know"
+        else:
+            why = (
+                f"kernel `{entry_point}` requires `{requirement}`, which is for {owner} "
+                f"kernels, not {backend}"
+            )
+        raise ManifestError(why, "MAN002", at)
 
 
 def _place(binding: Mapping[str, Any], at: str) -> tuple[int, int]:

@@ -33,6 +33,7 @@ from mimir.runtime.errors import ManifestError
 __all__ = [
     "CudaError",
     "CudaUnavailableError",
+    "UnmetRequirementError",
     "PtxProgram",
     "device_description",
     "run_ptx_manifest",
@@ -41,6 +42,11 @@ __all__ = [
 
 class CudaUnavailableError(RuntimeError):
     """There is no CUDA driver, or it sees no device."""
+
+
+class UnmetRequirementError(CudaUnavailableError):
+    """Device 0 lacks what a kernel's manifest entry `requires` (`sm_90a` on a GPU other than
+    compute capability 9.0)."""
 
 
 class CudaError(RuntimeError):
@@ -136,16 +142,58 @@ def _context() -> Any:
     return context
 
 
-def device_description() -> str:
-    """`NAME (sm_XY)` of device 0."""
+def _device_name() -> str:
+    _context()
+    name = ctypes.create_string_buffer(256)
+    _check(_lib().cuDeviceGetName(name, 256, _STATE["device"]), "cuDeviceGetName")
+    return name.value.decode()
+
+
+def device_capability() -> tuple[int, int]:
+    """Device 0's compute capability, (major, minor)."""
     _context()
     lib, device = _lib(), _STATE["device"]
-    name = ctypes.create_string_buffer(256)
-    _check(lib.cuDeviceGetName(name, 256, device), "cuDeviceGetName")
     major, minor = ctypes.c_int(), ctypes.c_int()
     _check(lib.cuDeviceGetAttribute(ctypes.byref(major), 75, device), "cuDeviceGetAttribute")
     _check(lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, device), "cuDeviceGetAttribute")
-    return f"{name.value.decode()} (sm_{major.value}{minor.value})"
+    return major.value, minor.value
+
+
+def device_description() -> str:
+    """`NAME (sm_XY)` of device 0."""
+    major, minor = device_capability()
+    return f"{_device_name()} (sm_{major}{minor})"
+
+
+# The compute capability each PTX requirement runs on: `.target sm_90a` code (`wgmma`) loads
+# on 9.0 alone, not on a later architecture.
+_CAPABILITY = {"sm_90a": (9, 0)}
+
+
+def unmet_requirement(
+    manifest: Mapping[str, Any], capability: tuple[int, int], device: str = "this device"
+) -> str | None:
+    """Why `device`, of compute capability `capability`, cannot run a kernel of the checked
+    PTX `manifest`; None when it runs them all."""
+    for kernel in manifest["kernels"]:
+        for requirement in kernel.get("requires", ()):
+            if capability != _CAPABILITY[requirement]:
+                major, minor = _CAPABILITY[requirement]
+                return (
+                    f"kernel `{kernel['entry_point']}` requires `{requirement}` (compute "
+                    f"capability {major}.{minor}); {device} has compute capability "
+                    f"{capability[0]}.{capability[1]}"
+                )
+    return None
+
+
+def check_requirements(manifest: Mapping[str, Any]) -> None:
+    """Refuse (`UnmetRequirementError`) a checked PTX manifest that device 0 cannot run,
+    before any buffer or module is made on it."""
+    if any(kernel.get("requires") for kernel in manifest["kernels"]):
+        why = unmet_requirement(manifest, device_capability(), _device_name())
+        if why is not None:
+            raise UnmetRequirementError(why)
 
 
 def load_module(ptx: str, label: str = "") -> Any:
@@ -193,6 +241,7 @@ class PtxProgram:
         dims = dict(dims)
         mf.check_dims(manifest, dims)
         _context()
+        check_requirements(manifest)
         self.lib = _lib()
         self.manifest = manifest
         self.pointers: dict[str, ctypes.c_uint64] = {}

@@ -37,6 +37,7 @@ _TORCH_DTYPES = {"float32": "float32", "float16": "float16", "int32": "int32"}
 class CudaRunner:
     def __init__(self, manifest: Mapping[str, Any], directory: Path) -> None:
         cr._context()
+        cr.check_requirements(manifest)
         self.lib = cr._lib()
         self.manifest = manifest
         self.modules: dict[str, Any] = {}

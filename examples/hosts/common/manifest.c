@@ -414,6 +414,13 @@ static const char *const DTYPES[] = {"float32", "float16", "bfloat16", "int32", 
 static const int DTYPE_SIZES[] = {4, 2, 2, 4, 4, 4};
 static const char *const ACCESS[] = {"read", "read_write", NULL};
 static const char *const UNIFORM_TYPES[] = {"u32", "i32", "f32", NULL};
+/* What a kernel may require of the device beyond its backend's baseline, by backend (in the
+ * order of BACKENDS): the requirements a host knows how to check. */
+static const char *const MSL_REQUIREMENTS[] = {"simdgroup-32", "msl-3.2", "simdgroup-matrix", NULL};
+static const char *const PTX_REQUIREMENTS[] = {"sm_90a", NULL};
+static const char *const NO_REQUIREMENTS[] = {NULL};
+static const char *const *const REQUIREMENTS[] = {MSL_REQUIREMENTS, NO_REQUIREMENTS,
+                                                   PTX_REQUIREMENTS, NO_REQUIREMENTS};
 
 static int load_dims(manifest *m, sink *s) {
     const cJSON *dims = member(m->root, "dims");
@@ -630,6 +637,62 @@ static int place_of(sink *s, const cJSON *entry, const char *where, int *group, 
     return 1;
 }
 
+static int is_requirement_char(char c, int first) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (!first && strchr("_.-", c) && c);
+}
+
+static int is_requirement(const char *r) {
+    size_t n = strlen(r);
+    if (n == 0 || n > MANIFEST_MAX_REQUIREMENT) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!is_requirement_char(r[i], i == 0)) return 0;
+    return 1;
+}
+
+static int in_list(const char *const *list, const char *name) {
+    for (int i = 0; list[i]; i++)
+        if (!strcmp(list[i], name)) return 1;
+    return 0;
+}
+
+/* A short lowercase word, and one this host knows for the manifest's backend: an unknown
+ * requirement, or another backend's, is refused rather than left to fail in the driver. */
+static int need_requirement(sink *s, const cJSON *v, const char *field, const char *entry_point,
+                            int backend) {
+    if (!cJSON_IsString(v) || !is_requirement(v->valuestring))
+        return refuse(s->error, s->size, "MAN002", field,
+                      "%s%.60s%s is not a requirement ([a-z0-9][a-z0-9_.-]*, at most %d characters)",
+                      cJSON_IsString(v) ? "\"" : "", cJSON_IsString(v) ? v->valuestring : kind_of(v),
+                      cJSON_IsString(v) ? "\"" : "", MANIFEST_MAX_REQUIREMENT);
+    const char *r = v->valuestring;
+    if (in_list(REQUIREMENTS[backend], r)) return 1;
+    for (int b = 0; BACKENDS[b]; b++)
+        if (in_list(REQUIREMENTS[b], r))
+            return refuse(s->error, s->size, "MAN002", field,
+                          "kernel `%s` requires `%s`, which is for %s kernels, not %s",
+                          entry_point, r, BACKENDS[b], BACKENDS[backend]);
+    return refuse(s->error, s->size, "MAN002", field,
+                  "kernel `%s` requires `%s`, which this host does not know", entry_point, r);
+}
+
+int manifest_check_cuda_capability(const manifest *m, int major, int minor, const char *device,
+                                   char *error, size_t error_size) {
+    for (int k = 0; k < m->kernel_count; k++)
+        for (int r = 0; r < m->kernels[k].require_count; r++) {
+            const char *requirement = m->kernels[k].requires[r], *name = m->kernels[k].entry_point;
+            if (strcmp(requirement, "sm_90a"))
+                return error_out(error, error_size,
+                                 "kernel `%s` requires `%s`, which this host does not know", name,
+                                 requirement);
+            if (major != 9 || minor != 0)
+                return error_out(error, error_size,
+                                 "kernel `%s` requires `sm_90a` (compute capability 9.0); %s has "
+                                 "compute capability %d.%d",
+                                 name, device, major, minor);
+        }
+    return 1;
+}
+
 static int load_kernel(manifest *m, sink *s, int index, const cJSON *entry, int backend) {
     manifest_kernel *k = &m->kernels[index];
     entry_path where;
@@ -751,6 +814,17 @@ static int load_kernel(manifest *m, sink *s, int index, const cJSON *entry, int 
             if (position >= places)
                 return refuse(s->error, s->size, "MAN008", at,
                               "PTX parameter positions must be 0 to %d, each once", places - 1);
+        }
+    }
+    const cJSON *requires = member(entry, "requires");
+    if (requires) {
+        snprintf(at, sizeof at, "%s.requires", where);
+        if (!need_list(s, requires, at, MANIFEST_MAX_REQUIRES, &k->require_count)) return 0;
+        int r = 0;
+        for (const cJSON *q = requires->child; q; q = q->next, r++) {
+            snprintf(at, sizeof at, "%s.requires[%d]", where, r);
+            if (!need_requirement(s, q, at, k->entry_point, backend)) return 0;
+            k->requires[r] = q->valuestring;
         }
     }
     return 1;

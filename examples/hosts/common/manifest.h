@@ -54,6 +54,8 @@
 #define MANIFEST_MAX_FIELDS 1024 /* 4 KiB of uniform block */
 #define MANIFEST_MAX_EXPR_LENGTH 1024
 #define MANIFEST_MAX_EXPR_DEPTH 32
+#define MANIFEST_MAX_REQUIRES 16
+#define MANIFEST_MAX_REQUIREMENT 64 /* characters of one requirement */
 
 typedef enum { ROLE_INPUT, ROLE_OUTPUT, ROLE_INOUT, ROLE_SCRATCH } buffer_role;
 
@@ -107,6 +109,8 @@ typedef struct {
     manifest_binding bindings[MANIFEST_MAX_BINDINGS];
     int has_uniform;
     int uniform_group, uniform_binding;
+    int require_count; /* `requires`: each one the backend's, checked by manifest_load */
+    const char *requires[MANIFEST_MAX_REQUIRES];
 } manifest_kernel;
 
 typedef struct {
@@ -160,6 +164,12 @@ int manifest_check_limits(const manifest *m, const manifest_limits *limits, char
  * (code GPU043, as the Python host and the shim report it). Call it before every launch. */
 int manifest_check_range(const manifest_buffer *b, const uint8_t *data, char *error,
                          size_t error_size);
+
+/* Whether a CUDA device of compute capability major.minor (`device` its name) runs every kernel
+ * of the PTX manifest `m`: `sm_90a` code runs on 9.0 alone. 0 and an error naming the kernel, its
+ * requirement and the device's capability otherwise. Call it before anything is made on it. */
+int manifest_check_cuda_capability(const manifest *m, int major, int minor, const char *device,
+                                   char *error, size_t error_size);
 
 /* The uniform block's bytes (a multiple of 16, at most 4096); its size, 0 without a uniform. */
 size_t manifest_pack_uniform(const manifest *m, uint8_t *out, size_t capacity);

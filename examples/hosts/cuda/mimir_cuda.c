@@ -3,7 +3,8 @@
  *   mimir-cuda out/ptx/linear_relu.manifest.json x=@x.npy w=@w.npy b=@b.npy -o results/
  *
  * What a host does, in order:
- *  1. initialise the driver and make device 0's primary context current;
+ *  1. initialise the driver, refuse device 0 when its compute capability is not one a
+ *     kernel's `requires` names (`sm_90a`: 9.0), and make its primary context current;
  *     (before any of it, host_setup checks the manifest against the contract of
  *     docs/hosts.md, and the launches against CUDA's grid and block limits);
  *  2. cuMemAlloc one buffer per manifest buffer, sized from the dims: inputs
@@ -38,8 +39,9 @@
 #define NAME_OF(fn) NAME_OF_(fn)
 #define NAME_OF_(fn) #fn
 #define DRIVER_CALLS(X)                                                                           \
-    X(cuInit) X(cuDeviceGet) X(cuDeviceGetName) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)   \
-    X(cuCtxSynchronize) X(cuGetErrorName) X(cuModuleLoadDataEx) X(cuModuleGetFunction)          \
+    X(cuInit) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute)                         \
+    X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuGetErrorName)         \
+    X(cuModuleLoadDataEx) X(cuModuleGetFunction)                                                 \
     X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuLaunchKernel)
 
 static struct {
@@ -118,6 +120,15 @@ int main(int argc, char **argv) {
     char name[256];
     CHECK(cu.cuDeviceGet(&device, 0));
     CHECK(cu.cuDeviceGetName(name, sizeof name, device));
+    int major, minor;
+    CHECK(cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device));
+    CHECK(cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device));
+    char unmet[512];
+    if (!manifest_check_cuda_capability(m, major, minor, name, unmet, sizeof unmet)) {
+        fprintf(stderr, "mimir-cuda: error: %s\n", unmet); /* before any context or buffer */
+        host_free(&run);
+        return 3;
+    }
     CHECK(cu.cuDevicePrimaryCtxRetain(&context, device));
     CHECK(cu.cuCtxSetCurrent(context));
     fprintf(stderr, "mimir-cuda: device %s\n", name);
