@@ -107,6 +107,15 @@ class Matmul(Rooted):
     # it writes (SwiGLU's gate, `x @ w_gate`, beside `x @ w_up`): computed in the same
     # tile, never stored (`schedule.attention.pair_products`, `kernels.matmul`)
     paired: int | None = None
+    # sums (or means) of an operand over the contraction axis (`dout.sum(axis=0)` beside
+    # `dout.T @ inp`), each with the operand it sums: 0 the left one (a value per row,
+    # stored by the workgroups of the first column of tiles), 1 the right one (a value per
+    # column, by those of the first row). Each is the `reduce` plan no longer launched: the
+    # launch adds up the values it stages (`schedule.operand_sums`, `kernels.matmul`)
+    sums: list[tuple[int, Reduce]] = field(default_factory=list)
+
+    def computed(self) -> Outputs:
+        return [*self.outputs(), *(o for _, fold in self.sums for o in fold.outputs())]
 
 
 @dataclass
