@@ -45,7 +45,7 @@ EXPECTED_LAUNCHES: dict[str, tuple[int, int, int]] = {
     "ports_liger.liger_tvd": (1, 1, 1),
     "ports_unsloth.unsloth_rms_layernorm": (1, 1, 1),
     "ports_unsloth.unsloth_gemma_rms_layernorm": (1, 1, 1),
-    "ports_unsloth.unsloth_rope_inplace": (2, 2, 1),
+    "ports_unsloth.unsloth_rope_inplace": (1, 1, 1),
     "ports_unsloth.unsloth_swiglu": (1, 1, 1),
     "ports_unsloth.unsloth_geglu_exact": (1, 1, 1),
     "ports_unsloth.unsloth_geglu_approx": (1, 1, 1),

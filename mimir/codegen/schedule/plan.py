@@ -84,6 +84,10 @@ class Elementwise(Plan):
     # an in-place `x = f(x, x.T)` of a square x: each thread computes an element and its
     # mirror image across the diagonal before it stores either (`kernels.elementwise`)
     mirror: bool = False
+    # an in-place `x = concatenate([f(x1, x2), g(x1, x2)], axis=-1)` of x's two halves
+    # along the last axis (RoPE): the half's length; each thread computes element j of a
+    # row and the one `halves` further before it stores either (`kernels.elementwise`)
+    halves: Size | None = None
     # a packing launch: `node`, a bfloat16 value (with `copy`: held as float32 in scratch),
     # stored two elements to a u32 word by each thread (`schedule.packing`)
     pack: bool = False
