@@ -1775,6 +1775,18 @@ def test_an_operands_sums_over_the_contraction_axis_are_its_products_epilogue(
     assert len(manifest["kernels"]) == 2, manifest["kernels"]
 
 
+def test_a_whole_sum_returned_before_the_rows_last_output_ends_their_row_launch() -> None:
+    """Liger-Kernel's cross entropy (tests/kernels/ports_liger.py) returns the mean loss
+    first and the gradient, `where(kept[:, None], grad, 0.0)`, second: the gradient's node
+    comes after the loss's sum in the source, yet the sum still ends the row launch that
+    computes every row's loss and gradient (`Row.total`): one launch on every target, not
+    two reductions, a row launch and a sum."""
+    for backend, suffix in (("ptx", "row.ptx"), ("wgsl", "row.wgsl")):
+        files = _compile("ports_liger", "liger_cross_entropy", backend)
+        manifest = json.loads(files["liger_cross_entropy.manifest.json"])
+        assert [k["file"].rsplit("_", 1)[-1] for k in manifest["kernels"]] == [suffix]
+
+
 def test_layer_norm_backward_is_a_row_launch_and_a_column_launch() -> None:
     """llm.c's `layernorm_backward` (tests/kernels/cliffs.py, with per-row means by
     subscript or `keepdims`): dinp is one `row` launch (its two row sums), dweight and
