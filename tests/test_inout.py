@@ -148,6 +148,50 @@ def test_a_transposed_read_of_the_old_value_is_written_by_the_mirror_thread(
     assert _written(m)[-1] == ["x"] and len(m["kernels"]) == 2  # into scratch, then copied
 
 
+HALVES = (
+    'from mimir.array import concatenate\n\nR = Dim("R")\n\n'
+    "@gpu\ndef rope(x: InOut[Tensor[float32, N, 2 * R]], c: Tensor[float32, R], "
+    "s: Tensor[float32, R]):\n"
+    "    x1 = x[:, :R]\n    x2 = x[:, R:]\n"
+    "    x = concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=1)\n"
+    "@gpu\ndef spread(x: InOut[Tensor[float32, N, 2 * R]]):\n"
+    "    x = concatenate([x[:, R:], x[:, :R] * x[:, :1]], axis=1)\n"
+)
+
+
+def test_an_update_from_its_own_other_half_is_written_by_the_thread_that_owns_both(
+    tmp_path: Path,
+) -> None:
+    """RoPE in place, `x = concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=1)` with
+    x1, x2 the halves of x's rows: thread t computes elements j and j + R of a row, both
+    from the old values, then stores both (`Elementwise.halves`): one launch, no scratch.
+    Against the shim at R = 1, 5 and 300 (several workgroups), blocks in reverse too. An
+    update that reads another element of the row (`x[:, :1]`, every thread's) keeps the
+    scratch and the copy."""
+    source = HALVES
+    m = _manifest(source, "rope")
+    assert _written(m) == [["x"]] and not any(b["role"] == "scratch" for b in m["buffers"])
+    path = tmp_path / "k.py"
+    text = PRELUDE + source
+    path.write_text(text)
+    result = compile_source(str(path), text, ["ptx"], function="rope")
+    assert result.ok
+    for relative, content in result.files.items():
+        (tmp_path / relative).write_text(content)  # type: ignore[arg-type]
+    manifest = json.loads(result.files["rope.manifest.json"])  # type: ignore[arg-type]
+    assert len(manifest["kernels"]) == 1
+    for rows, half in ((3, 1), (2, 5), (3, 300)):
+        dims = {"N": rows, "R": half}
+        inputs = random_inputs(manifest, dims, seed=half)
+        actual = run_ptx_manifest_cpu(manifest, tmp_path, inputs, dims)
+        back = run_ptx_manifest_cpu(manifest, tmp_path, inputs, dims, reverse_blocks=True)
+        expected = shim_reference(path, "rope", inputs, dims, {})
+        assert actual == back
+        assert_close(actual["x"], expected["x"], "float32", label=f"x at N={rows}, R={half}")
+    m = _manifest(source, "spread")
+    assert _written(m)[-1] == ["x"] and len(m["kernels"]) == 2  # into scratch, then copied
+
+
 def test_a_result_named_like_out0_does_not_clash_with_an_unchanged_inout() -> None:
     m = _manifest(
         "@gpu\ndef f(p: InOut[Tensor[float32, N]]) -> tuple[Tensor[float32, N], "

@@ -1700,18 +1700,91 @@ def test_a_log_sum_exp_whose_steps_are_read_elsewhere_keeps_its_launches(
         assert "attention.ptx" not in kinds, (function, kinds)
 
 
-def test_matmul_backward_is_its_two_products_side_by_side_and_a_column_sum() -> None:
+def test_matmul_backward_is_one_launch_that_sums_the_bias_from_its_tiles(tmp_path: Path) -> None:
     """llm.c's `matmul_backward` (dinp = dout @ w, dweight = dout.T @ inp, dbias =
-    dout.sum(axis=0)), with `@` or `einsum` (tests/kernels/cliffs.py): the two products
-    read each other's nothing, so they are one launch, each workgroup computing a tile
-    of one of them through the same workgroup arrays (`side_by_side._arrays`: two tiles'
-    16 KiB would not fit WebGPU's 16 KiB side by side otherwise), and the bias one
-    column launch: 2 launches, not 3."""
+    dout.sum(axis=0)), with `@` or `einsum` (tests/kernels/cliffs.py): one launch. The two
+    products read each other's nothing, so each workgroup computes a tile of one of them
+    through the same workgroup arrays (`side_by_side._arrays`: two tiles' 16 KiB would not
+    fit WebGPU's 16 KiB side by side otherwise); dweight contracts over the axis the bias
+    sums over, so its workgroups of the first column of tiles add up the `dout` values they
+    stage and store dbias (`schedule.operand_sums`): no column-sum launch, no partials.
+    Every output matches the shim at sizes no multiple of the 128 x 128 tile (two tiles of
+    rows, so every staging thread's rows hold values)."""
     for function in ("matmul_backward", "matmul_backward_einsum"):
-        assert _kernel_files("cliffs", function) == ["matmul_matmul.ptx", "reduce.ptx"]
+        assert _kernel_files("cliffs", function) == ["matmul_matmul.ptx"]
         products = _compile("cliffs", function, "wgsl")[f"{function}_0_matmul_matmul.wgsl"]
         arrays = re.findall(r"var<workgroup> \w+: array<f32, (\d+)>", products)
         assert sum(4 * int(count) for count in arrays) == 16384, arrays
+        manifest = _matches_shim_in_the_interpreter(
+            KERNELS / "cliffs.py", function, {"N": 20, "K": 9, "M": 140}, tmp_path / function
+        )
+        assert all(b["role"] != "scratch" for b in manifest["buffers"]), manifest["buffers"]
+
+
+OPERAND_SUMS = """
+from mimir.array import Dim, Tensor, float32, gpu
+
+B = Dim("B", max=8)
+N = Dim("N")
+K = Dim("K")
+M = Dim("M")
+
+
+@gpu
+def right_column_means(
+    x: Tensor[float32, N, K], w: Tensor[float32, K, M]
+) -> tuple[Tensor[float32, N, M], Tensor[float32, M]]:
+    return x @ w, w.mean(axis=0) * 2.0
+
+
+@gpu
+def batched_row_sums_kept(
+    a: Tensor[float32, B, N, K], b: Tensor[float32, B, K, M]
+) -> tuple[Tensor[float32, B, N, M], Tensor[float32, B, N, 1]]:
+    return (a @ b).relu(), a.sum(axis=2, keepdims=True)
+
+
+@gpu
+def row_sums_of_another_axis(
+    a: Tensor[float32, N, K], b: Tensor[float32, K, M]
+) -> tuple[Tensor[float32, N, M], Tensor[float32, K]]:
+    return a @ b, a.sum(axis=0)
+"""
+
+
+def test_an_operands_sums_over_the_contraction_axis_are_its_products_epilogue(
+    tmp_path: Path,
+) -> None:
+    """A sum or mean of either operand of a product over the axis it contracts (the right
+    one's columns, the left one's rows, batched, kept dims, an epilogue after it) is
+    computed by the product's launch from the values it stages: one launch, matching the
+    shim at sizes no multiple of the tile. A sum over another axis is a launch of its own."""
+    path = tmp_path / "sums.py"
+    path.write_text(OPERAND_SUMS)
+    # two tiles along the summed operand's kept axis, so every staging thread's part holds values
+    sizes = {
+        "right_column_means": {"N": 5, "K": 21, "M": 133},
+        "batched_row_sums_kept": {"B": 2, "N": 150, "K": 9, "M": 5},
+    }
+    for function, dims in sizes.items():
+        manifest = _matches_shim_in_the_interpreter(path, function, dims, tmp_path / function)
+        assert [k["file"].rsplit("_", 1)[-1] for k in manifest["kernels"]] == ["matmul.ptx"]
+    manifest = _matches_shim_in_the_interpreter(
+        path, "row_sums_of_another_axis", {"N": 5, "K": 9, "M": 7}, tmp_path / "other"
+    )
+    assert len(manifest["kernels"]) == 2, manifest["kernels"]
+
+
+def test_a_whole_sum_returned_before_the_rows_last_output_ends_their_row_launch() -> None:
+    """Liger-Kernel's cross entropy (tests/kernels/ports_liger.py) returns the mean loss
+    first and the gradient, `where(kept[:, None], grad, 0.0)`, second: the gradient's node
+    comes after the loss's sum in the source, yet the sum still ends the row launch that
+    computes every row's loss and gradient (`Row.total`): one launch on every target, not
+    two reductions, a row launch and a sum."""
+    for backend, suffix in (("ptx", "row.ptx"), ("wgsl", "row.wgsl")):
+        files = _compile("ports_liger", "liger_cross_entropy", backend)
+        manifest = json.loads(files["liger_cross_entropy.manifest.json"])
+        assert [k["file"].rsplit("_", 1)[-1] for k in manifest["kernels"]] == [suffix]
 
 
 def test_layer_norm_backward_is_a_row_launch_and_a_column_launch() -> None:

@@ -436,8 +436,26 @@ class Evaluator:
         return self.at(x, Idx(self.shape(x), axes=src))
 
     def _index(self, n: int, idx: Idx) -> Expr:
+        x = self.node(n)["inputs"][0]
+        resolved = self.index_items(n)
+        out_axes = idx.axes(self.body)
+        src: list[Expr] = []
+        k = 0
+        for it in resolved:
+            if it[0] == "newaxis":
+                k += 1
+            elif it[0] == "int":
+                src.append(size_ir(it[1]))
+            else:
+                src.append(ibin("+", out_axes[k], size_ir(it[1])))
+                k += 1
+        return self.at(x, Idx(self.shape(x), axes=src))
+
+    def index_items(self, n: int) -> list[tuple]:
+        """A subscript's items, one per axis of its operand: `("int", i)`, `("slice",
+        start, ...)` with the bounds resolved, or `("newaxis",)`."""
         node = self.node(n)
-        x, *_ = node["inputs"]
+        x = node["inputs"][0]
         items = []
         for it in node["items"]:
             if it[0] in ("newaxis", "ellipsis"):
@@ -452,18 +470,7 @@ class Evaluator:
                     )
                 )
         _, resolved = sh.index(EXPR_ALGEBRA, self.shape(x), items)
-        out_axes = idx.axes(self.body)
-        src: list[Expr] = []
-        k = 0
-        for it in resolved:
-            if it[0] == "newaxis":
-                k += 1
-            elif it[0] == "int":
-                src.append(size_ir(it[1]))
-            else:
-                src.append(ibin("+", out_axes[k], size_ir(it[1])))
-                k += 1
-        return self.at(x, Idx(self.shape(x), axes=src))
+        return list(resolved)
 
     def _kwargs(self, n: int) -> dict[str, int]:
         node = self.node(n)
@@ -493,11 +500,8 @@ class Evaluator:
     def _join(self, n: int, spec: ops.OpSpec, idx: Idx) -> Expr:
         """`concatenate` / `stack`: the part that holds position `idx`, read under an `if`
         so that no part is ever read outside its own bounds (a `select` would read all)."""
-        kw = self._kwargs(n)
-        parts = self.node(self.resolve(kw["tensors"]))["inputs"]
+        parts, axis = self.join_parts(n)
         stack = spec.name == "stack"
-        out_shape = self.shape(n)
-        axis = self.literal_arg(kw.get("axis"), 0) % len(out_shape)
         dtype = self.dtype(n)
         body = self.body
         axes = idx.axes(body)
@@ -521,6 +525,13 @@ class Evaluator:
                 v = self.at(p, Idx(self.shape(p), axes=src))
                 body.emit(Assign(value, lw.convert(v, self.dtype(p), dtype)))
         return value
+
+    def join_parts(self, n: int) -> tuple[list[int], int]:
+        """A `concatenate` or `stack`: its parts, and the axis of its result they are
+        joined along."""
+        kw = self._kwargs(n)
+        parts = self.node(self.resolve(kw["tensors"]))["inputs"]
+        return parts, self.literal_arg(kw.get("axis"), 0) % len(self.shape(n))
 
     def _size_arg(self, n: int) -> Size:
         v = self.values[self.resolve(n)]

@@ -5,7 +5,9 @@ and stores, where that is proven sound (`vectorized`); else one element a thread
 by `index < numel` (`scalar`). A launch that computes a product by a small matrix
 (`schedule.roots.small_matmul`) and writes short literal rows gives each thread a whole
 row instead (`by_rows`); an in-place `x = f(x, x.T)` of a square x gives each thread an
-element and its mirror image (`mirrored`, `Elementwise.mirror`). A packing copy of a
+element and its mirror image (`mirrored`, `Elementwise.mirror`), and an in-place update
+of x from its two halves along the last axis an element of each half (`halved`,
+`Elementwise.halves`). A packing copy of a
 bfloat16 result gives each thread one u32 word, two elements (`packed`,
 `Elementwise.pack`).
 """
@@ -30,7 +32,7 @@ def build(c: KernelContext) -> Built:
     if c.plan.pack:
         return packed(c)
     rows = row_per_thread(c.ev, c.s.kernel.graph.graph, c.plan, c.s.node_buffers)
-    if not c.plan.mirror and not rows:
+    if not c.plan.mirror and c.plan.halves is None and not rows:
         built = vectorized.elementwise(c)
         if built is not None:
             return built
@@ -39,6 +41,8 @@ def build(c: KernelContext) -> Built:
         return by_rows(c)
     if c.plan.mirror:
         return mirrored(c)
+    if c.plan.halves is not None:
+        return halved(c)
     return scalar(c)
 
 
@@ -115,6 +119,37 @@ def mirrored(c: KernelContext) -> Built:
                 mirror = body.let(ibin("+", ibin("*", j, side), i), "mirror")
                 for name in names:
                     body.emit(Store(name, mirror, lw.to_storage(there, dtype)))
+    return (WG, 1, 1), dispatch
+
+
+def halved(c: KernelContext) -> Built:
+    """An in-place update of x from the two halves of its last axis (`Elementwise.halves`,
+    RoPE's `concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)`): thread t computes
+    element j of a row and element j + half (j < half), both from the old values, and then
+    stores them. Every old element is read by the one thread that writes it and its
+    partner (`inplace.write_in_place_is_safe`), so no scratch copy."""
+    body, ev = c.body, c.ev
+    shape = ev.shape(c.plan.node)
+    half = c.plan.halves
+    pairs = sz.product([*shape[:-1], half])
+    dispatch, g = c.groups(sz.cdiv(pairs, WG), guard=False)
+    t = body.let(ibin("+", ibin("*", g, u32(WG)), Builtin("local_x")), "t")
+    ((node, names),) = c.plan.outputs()  # the `InOut` buffer, and an output it may also be
+    with body.if_(Binary("<", t, size_ir(pairs), "bool")):
+        half_ir = size_ir(half)
+        row = body.let(ibin("/", t, half_ir), "row")
+        j = body.let(ibin("%", t, half_ir), "j")
+        low = body.let(ibin("+", ibin("*", row, size_ir(shape[-1])), j), "low")
+        high = body.let(ibin("+", low, half_ir), "high")
+        lead = Idx(tuple(shape[:-1]), flat=row).axes(body) if len(shape) > 1 else []
+        dtype = ev.dtype(node)
+        values = [
+            body.let(ev.at(node, Idx(shape, flat=at, axes=[*lead, axis])), "v")
+            for at, axis in ((low, j), (high, body.let(ibin("+", j, half_ir), "jr")))
+        ]
+        for at, value in zip((low, high), values, strict=True):
+            for name in names:
+                body.emit(Store(name, at, lw.to_storage(value, dtype)))
     return (WG, 1, 1), dispatch
 
 

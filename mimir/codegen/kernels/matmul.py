@@ -47,6 +47,7 @@ from mimir.codegen.ir import (
     WarpgroupMma,
 )
 from mimir.codegen.kernels.context import Built, KernelContext, mma_kind
+from mimir.codegen.kernels.folds import row_value
 from mimir.codegen.kernels.staging import (
     VEC,
     all_below,
@@ -95,6 +96,10 @@ def build(c: KernelContext) -> Built:
     With `Matmul.paired` (`schedule.attention.pair_products`) the workgroup first computes the
     paired product's tile (the same left operand by another right one) into a second set
     of accumulators, through the same buffers, and the epilogue reads it from there.
+
+    With `Matmul.sums` (`schedule.operand_sums`) each thread also adds up the operand
+    values it staged (`_OperandSums`), and the workgroups of the first column (row) of
+    tiles store the sums of their rows of the left operand (columns of the right one).
     """
     assert isinstance(c.plan, Matmul)
     tile = _Tile(c)
@@ -106,8 +111,11 @@ def build(c: KernelContext) -> Built:
     tile.offsets()
     if paired is not None and paired_accs is not None:
         tile.product(c.ev.node(paired)["inputs"][1], paired_accs, restaged=True)
+    tile.sums = _OperandSums(tile) if c.plan.sums else None
     tile.product(tile.right, accs)
     tile.store(accs, paired, paired_accs)
+    if tile.sums is not None:
+        tile.sums.store()
     return (TILE, TILE, 1), tile.dispatch
 
 
@@ -129,9 +137,11 @@ class _Tile:
         count = sz.product([*batch, tm, tn])
         self.dispatch, g = c.groups(count)
         tn_ir, tm_ir = size_ir(tn), size_ir(tm)
-        col_tile = body.let(ibin("%", g, tn_ir), "tile")
+        self.col_tile = col_tile = body.let(ibin("%", g, tn_ir), "tile")
         rest = body.let(ibin("/", g, tn_ir), "tile")
         row_tile = body.let(ibin("%", rest, tm_ir), "tile") if batch else rest
+        self.row_tile = row_tile
+        self.sums: _OperandSums | None = None  # `Matmul.sums`, added up in the main product
         b = body.let(ibin("/", rest, tm_ir), "b") if batch else u32(0)
         self.lx, self.ly = lx, ly = Builtin("local_x"), Builtin("local_y")
         self.t = t = body.let(ibin("+", ibin("*", ly, u32(TILE)), lx), "t")  # 0 .. 255
@@ -339,6 +349,8 @@ class _Tile:
             self.simd.slice(cur, accs)
         else:
             self.multiply(cur, accs, a_row, b_col)
+        if self.sums is not None and right == self.right:
+            self.sums.add(cur)
         self.landed()
 
     def landed(self) -> None:
@@ -399,6 +411,80 @@ class _Tile:
 
 # the workgroup arrays that stage the left operand (k-major) and the right one
 _A, _B = "$a_tile", "$b_tile"
+
+
+class _OperandSums:
+    """The sums of `Matmul.sums`: each thread adds up, at each k-slice, the operand values
+    it staged itself (`_Tile.offsets`), read back from the workgroup buffer (0 past the
+    bounds, which adds nothing): of the left operand, rows `t / 8 + 32 q` (q < 4) over k
+    `t % 8` of each slice; of the right one, column `t % 128`. After the k loop the 8 (2)
+    threads of a row (column) meet in the left (right) tile, and thread t < 128 adds up row
+    (column) t of the tile: stored by the workgroups of the first column (row) of tiles.
+    Only with the scalar staging: the operands are float32 (`operand_side`)."""
+
+    def __init__(self, tile: _Tile) -> None:
+        assert isinstance(tile.c.plan, Matmul) and tile.halves is None
+        self.tile = tile
+        body, acc_t = tile.body, tile.acc_t
+        sides = {side for side, _ in tile.c.plan.sums}
+        self.left = (
+            [body.var(lw.const(0, acc_t), "rs") for _ in range(tile.per)] if 0 in sides else []
+        )
+        self.right = body.var(lw.const(0, acc_t), "cs") if 1 in sides else None
+
+    def add(self, cur: Expr) -> None:
+        """This thread's staged values of the k-slice in the buffers at offset `cur`."""
+        tile = self.tile
+        body, per, acc_t = tile.body, tile.per, tile.acc_t
+        if self.left:
+            at = body.let(ibin("+", cur, tile.a_slot), "sa")
+            for q, part in enumerate(self.left):
+                value = Load(_A, ibin("+", at, u32(q * BLOCK // per)), acc_t)
+                body.emit(Assign(part, lw.bin_("+", part, value)))
+        if self.right is not None:
+            at = body.let(ibin("+", cur, tile.t), "sb")
+            for q in range(per):
+                value = Load(_B, ibin("+", at, u32(q * tile.b_step * BLOCK)), acc_t)
+                body.emit(Assign(self.right, lw.bin_("+", self.right, value)))
+
+    def store(self) -> None:
+        """The threads' sums combined through the workgroup buffers, and stored."""
+        tile = self.tile
+        c, body, t, per, sk, acc_t = tile.c, tile.body, tile.t, tile.per, tile.sk, tile.acc_t
+        assert isinstance(c.plan, Matmul)
+        body.emit(Barrier())  # every product's reads of the buffers are done
+        for q, part in enumerate(self.left):
+            row = ibin("+", tile.a_m, u32(q * BLOCK // per))
+            body.emit(Store(_A, ibin("+", ibin("*", row, u32(sk)), tile.a_k), part))
+        if self.right is not None:
+            body.emit(Store(_B, t, self.right))
+        body.emit(Barrier())
+        with body.if_(Binary("<", t, u32(BLOCK), "bool")):
+            for side, fold in c.plan.sums:
+                if side == 0:
+                    terms = [
+                        Load(_A, ibin("+", ibin("*", t, u32(sk)), u32(j)), acc_t) for j in range(sk)
+                    ]
+                    at, first, bound, size = tile.row0, tile.col_tile, tile.m_b, tile.m
+                else:
+                    copies = TILE * TILE // BLOCK
+                    terms = [Load(_B, ibin("+", t, u32(j * BLOCK)), acc_t) for j in range(copies)]
+                    at, first, bound, size = tile.col0, tile.row_tile, tile.n_b, tile.n
+                total = body.let(terms[0], "sum")
+                for term in terms[1:]:
+                    total = body.let(lw.bin_("+", total, term), "sum")
+                pos = body.let(ibin("+", at, t), "at")
+                cond: Expr = Binary("==", first, u32(0), "bool")
+                if bound is not None:
+                    cond = Binary("&&", cond, Binary("<", pos, bound, "bool"), "bool")
+                red = c.ev.reduction(fold.root)
+                kept = Idx((*tile.batch, size), axes=[*tile.batch_axes, pos])
+                with body.if_(cond):
+                    c.ev.row_values[fold.root] = body.let(row_value(red, total), "total")
+                    c.write(
+                        Idx(c.ev.shape(fold.root), flat=kept.flat(body)), outputs=fold.outputs()
+                    )
+                del c.ev.row_values[fold.root]
 
 
 # `_HalfTiles`: words per row of the left tile (16 halves, then 4 words of padding) and

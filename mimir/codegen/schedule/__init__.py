@@ -44,7 +44,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from mimir.codegen.schedule import attention, inplace, launches, limits, merge, narrow, packing
+from mimir.codegen.schedule import (
+    attention,
+    inplace,
+    launches,
+    limits,
+    merge,
+    narrow,
+    operand_sums,
+    packing,
+)
 from mimir.codegen.schedule.limits import kernel_dims, refuse_oversized
 from mimir.codegen.schedule.plan import BufferSpec, Plan, PlanKind, Schedule
 from mimir.codegen.schedule.state import State, Target
@@ -73,6 +82,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("sort lengths", limits.refuse_long_sorts),
     ("narrow softmax", narrow.fold_softmax),
     ("narrow row reductions", narrow.fold_row_reductions),
+    ("operand sums", operand_sums.fold_operand_sums),
     ("stored values", launches.record_stored),
     ("element-wise merges", merge.merge_elementwise),
     ("whole-reduction passes", merge.merge_whole_reductions),

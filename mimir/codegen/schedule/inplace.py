@@ -13,6 +13,7 @@ from mimir.codegen.schedule.roots import FUSIBLE, fused_reads, op_kind
 from mimir.codegen.schedule.state import State
 from mimir.codegen.tensors import Evaluator
 from mimir.constraints.checker import TensorVal
+from mimir.dims import Size
 
 
 def write_in_place_is_safe(
@@ -23,6 +24,7 @@ def write_in_place_is_safe(
     param: int,
     name: str,
     mirror: bool = False,
+    half: Size | None = None,
 ) -> bool:
     """Whether storing an `InOut` parameter's new value straight into its buffer is safe.
 
@@ -34,16 +36,20 @@ def write_in_place_is_safe(
 
     With `mirror`: whether it is safe for a launch whose threads own an element of a square
     matrix and its mirror image (`Elementwise.mirror`): the writing launch is element-wise with
-    that one output, and reads the old value at the element or at its transpose."""
+    that one output, and reads the old value at the element or at its transpose.
+
+    With `half`: whether it is safe for a launch whose threads own elements j and j + half
+    of a row (`Elementwise.halves`): the writing launch is element-wise with that one
+    output, and reads the old value of the row only at those two elements (`own_half`)."""
     writer = next(k for k, p in enumerate(plans) for _, bufs in p.computed() if name in bufs)
     key = [sz.key(s) for s in ev.shape(param)]
     after = nx.descendants(g, param)  # what reads the old value, directly or not
     # a thread per row stores its whole row after computing all of it: it may read the
     # old row anywhere (`p = p @ r`, through a `@` by a small matrix)
     whole_rows = row_per_thread(ev, g, plans[writer], node_buffers)
-    if mirror:
+    if mirror or half is not None:
         plan = plans[writer]
-        square = len(key) == 2 and key[0] == key[1]
+        square = half is not None or (len(key) == 2 and key[0] == key[1])
         if not square or not isinstance(plan, Elementwise) or plan.copy:
             return False
         if len(plan.computed()) != 1:
@@ -82,6 +88,48 @@ def write_in_place_is_safe(
                 return False
         return True
 
+    def own_half(m: int, shift: int, stop: set[int]) -> bool:
+        """Whether `m` at element j + `shift` * half of the last axis (j < half) of the
+        stored element's row reads the parameter only at j or j + half of that row: through
+        element-wise ops of m's shape, a `concatenate` of two halves along the last axis
+        (half `shift` of it, at j), and the slices `[..., :half]` and `[..., half:]`."""
+        assert half is not None
+        mine = [sz.key(s) for s in ev.shape(m)]
+        if m == param:
+            return mine == key
+        if m not in after or m in stop:
+            return True
+        if mine[:-1] != key[:-1]:
+            return False
+        kind, half_key = op_kind(ev.kg, m), sz.key(half)
+        if kind == "join":
+            parts, axis = ev.join_parts(m)
+            if ev.node(m)["spec"].name != "concatenate" or axis != len(key) - 1:
+                return False
+            if len(parts) != 2 or any(sz.key(ev.shape(p)[-1]) != half_key for p in parts):
+                return False
+            return own_half(ev.resolve(parts[shift]), 0, stop)
+        if kind == "subscript":
+            x = ev.resolve(ev.node(m)["inputs"][0])
+            items = ev.index_items(m)
+            if len(items) != len(key) or any(it[0] != "slice" or len(it) != 3 for it in items):
+                return False
+            if any(sz.key(it[1]) != "0" for it in items[:-1]):
+                return False  # the lead axes whole (m's lead shape is the row's)
+            start = sz.key(items[-1][1])
+            if shift or mine[-1] != half_key or start not in ("0", half_key):
+                return False
+            return own_half(x, 0 if start == "0" else 1, stop)
+        if kind not in FUSIBLE:
+            return False
+        for i in {ev.resolve(i) for i in g.predecessors(m)}:
+            # an input read at another element (broadcast) would be another thread's
+            if i in after | {param} and [sz.key(s) for s in ev.shape(i)] != mine:
+                return False
+            if not own_half(i, shift, stop):
+                return False
+        return True
+
     for k, plan in enumerate(plans[writer:], start=writer):
         inline = {n for n, _ in plan.computed()}
         for node, _ in plan.computed():
@@ -98,11 +146,27 @@ def write_in_place_is_safe(
             stop = {m for m in node_buffers if m != node and m not in inline} | set(roots)
             # the reductions' inputs: at their own elements, so each fold reads its own rows
             starts = [node, *{ev.resolve(i) for r in roots for i in g.predecessors(r)}]
+            if half is not None:
+                if not (own_half(node, 0, stop) and own_half(node, 1, stop)):
+                    return False
+                continue
             for m in starts:
                 if isinstance(ev.values[m], TensorVal):
                     if not own_element(m, list(range(len(ev.shape(m)))), stop):
                         return False
     return True
+
+
+def _halves(ev: Evaluator, n: int) -> Size | None:
+    """The length of each part where `n` is a `concatenate` of two parts of one length
+    along the last axis, else None."""
+    if op_kind(ev.kg, n) != "join" or ev.node(n)["spec"].name != "concatenate":
+        return None
+    parts, axis = ev.join_parts(n)
+    if axis != len(ev.shape(n)) - 1 or len(parts) != 2:
+        return None
+    first, second = (ev.shape(p)[-1] for p in parts)
+    return first if sz.key(first) == sz.key(second) else None
 
 
 def write_in_place(st: State) -> State:
@@ -129,6 +193,15 @@ def write_in_place(st: State) -> State:
             (writer,) = [p for p in plans for _, bufs in p.outputs() if name in bufs]
             assert isinstance(writer, Elementwise)
             writer.mirror = True
+            continue
+        half = _halves(ev, n)
+        if half is not None and write_in_place_is_safe(
+            ev, g, plans, node_buffers, params[name], name, half=half
+        ):
+            # RoPE: a thread owns elements j and j + half of a row, both it reads
+            (writer,) = [p for p in plans for _, bufs in p.outputs() if name in bufs]
+            assert isinstance(writer, Elementwise)
+            writer.halves = half
             continue
         # Some launch reads the old value where the write would already have changed it:
         # compute the new value into scratch, and copy it over after every launch.

@@ -30,7 +30,7 @@ from mimir.codegen.schedule.layout import (
 )
 from mimir.codegen.schedule.plan import FOLDS, ROOTED, BufferSpec, Elementwise, Partial, Row
 from mimir.codegen.schedule.roots import FUSIBLE, op_kind, root_kind
-from mimir.codegen.schedule.rows import groups_with_totals
+from mimir.codegen.schedule.rows import RowGroup, groups_with_totals
 from mimir.codegen.schedule.state import State
 from mimir.codegen.tensors import Evaluator
 from mimir.constraints.checker import ScalarVal, TensorVal, TupleVal
@@ -227,8 +227,22 @@ def group_rows(st: State) -> State:
     """The row launches (`schedule.rows`), and which whole reductions of a row launch's
     per-row value end that launch (`Row.total`): where the target can hand off between
     workgroups and some row exists, else the value goes through scratch."""
+    rows, per_row = groups_with_totals(st.ev, st.kg, st.writes, st.epilogue)
+    fused = _fused_totals(st, rows, per_row)
+    # a group placed after a whole reduction it offers a value to must end in it; else
+    # the groups placed before every reader, as without that
+    for place, group in rows.items():
+        ended = {st.epilogue[r] for x, r in fused.items() if x in group.outputs}
+        if any(t <= place and t not in ended for ts in group.readers.values() for t in ts):
+            rows, per_row = groups_with_totals(st.ev, st.kg, st.writes, st.epilogue, False)
+            fused = _fused_totals(st, rows, per_row)
+            break
+    return replace(st, rows=rows, per_row=per_row, fused=fused)
+
+
+def _fused_totals(st: State, rows: dict[int, RowGroup], per_row: dict[int, int]) -> dict[int, int]:
+    """The whole reductions of per-row values that end their row launch (`group_rows`)."""
     ev = st.ev
-    rows, per_row = groups_with_totals(ev, st.kg, st.writes, st.epilogue)
     fused: dict[int, int] = {}  # the per-row value -> the whole reduction
     for x, r in per_row.items():
         place = next(p for p, group in rows.items() if x in group.outputs)
@@ -251,7 +265,7 @@ def group_rows(st: State) -> State:
             and acyclic and not in_place_out
         ):  # fmt: skip
             fused[x] = r
-    return replace(st, rows=rows, per_row=per_row, fused=fused)
+    return fused
 
 
 def _epilogue_reads_own_rows(
@@ -291,6 +305,15 @@ def plan_launches(st: State) -> State:
     by_row = {o for group in st.rows.values() for o in group.outputs} - set(st.rows)
     targets = sorted(set(st.writes) | set(roots_by_target) | set(st.per_row))
     targets = sorted(set(targets) | {st.epilogue[r] for r in st.fused.values()})
+    # a whole reduction a row launch ends is planned after that launch, wherever it is
+    # in the source (`where(kept, loss, 0.0).sum()` returned before the gradient)
+    ends = {
+        st.epilogue[st.fused[x]]: place
+        for place, group in st.rows.items()
+        for x in group.outputs
+        if x in st.fused
+    }
+    targets.sort(key=lambda p: (ends.get(p, p), p in ends, p))
     totals: dict[int, Row] = {}  # a fused whole reduction's target -> its row launch
     writes = new.writes
     for p in targets:

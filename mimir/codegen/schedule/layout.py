@@ -126,7 +126,7 @@ def row_per_thread(ev: Evaluator, g: nx.DiGraph, plan: Plan, node_buffers: dict[
     literal length of at most `SERIAL_REDUCE_MAX`: then a thread computes whole rows
     (`kernels.elementwise.by_rows`)."""
 
-    if not isinstance(plan, Elementwise) or plan.mirror or plan.copy:
+    if not isinstance(plan, Elementwise) or plan.mirror or plan.halves is not None or plan.copy:
         return False
     shape = ev.shape(plan.node)
     length = shape[-1] if shape else None

@@ -65,6 +65,7 @@ def pack_bfloat16(st: State) -> State:
             isinstance(plan, Elementwise)
             and not plan.also
             and not plan.mirror
+            and plan.halves is None
             and ev.dtype(plan.node) == bfloat16
             and all(new.buffers[specs[b]].role != "scratch" for b in plan.writes)
             and not row_per_thread(ev, st.g, plan, st.node_buffers)

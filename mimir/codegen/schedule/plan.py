@@ -84,6 +84,10 @@ class Elementwise(Plan):
     # an in-place `x = f(x, x.T)` of a square x: each thread computes an element and its
     # mirror image across the diagonal before it stores either (`kernels.elementwise`)
     mirror: bool = False
+    # an in-place `x = concatenate([f(x1, x2), g(x1, x2)], axis=-1)` of x's two halves
+    # along the last axis (RoPE): the half's length; each thread computes element j of a
+    # row and the one `halves` further before it stores either (`kernels.elementwise`)
+    halves: Size | None = None
     # a packing launch: `node`, a bfloat16 value (with `copy`: held as float32 in scratch),
     # stored two elements to a u32 word by each thread (`schedule.packing`)
     pack: bool = False
@@ -107,6 +111,15 @@ class Matmul(Rooted):
     # it writes (SwiGLU's gate, `x @ w_gate`, beside `x @ w_up`): computed in the same
     # tile, never stored (`schedule.attention.pair_products`, `kernels.matmul`)
     paired: int | None = None
+    # sums (or means) of an operand over the contraction axis (`dout.sum(axis=0)` beside
+    # `dout.T @ inp`), each with the operand it sums: 0 the left one (a value per row,
+    # stored by the workgroups of the first column of tiles), 1 the right one (a value per
+    # column, by those of the first row). Each is the `reduce` plan no longer launched: the
+    # launch adds up the values it stages (`schedule.operand_sums`, `kernels.matmul`)
+    sums: list[tuple[int, Reduce]] = field(default_factory=list)
+
+    def computed(self) -> Outputs:
+        return [*self.outputs(), *(o for _, fold in self.sums for o in fold.outputs())]
 
 
 @dataclass

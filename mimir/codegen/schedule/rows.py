@@ -33,6 +33,7 @@ def groups_with_totals(
     kg: KernelGraph,
     writes: dict[int, list[str]],
     epilogue: dict[int, int],
+    ends: bool = True,
 ) -> tuple[dict[int, RowGroup], dict[int, int]]:
     """`_RowGrouping.groups`, offering as outputs the per-row values that a whole reduction reads
     (each row's loss, before the mean of a cross-entropy; each row's hit, before an
@@ -51,7 +52,8 @@ def groups_with_totals(
         offered[x] = r
     while True:
         offer = {x: [] for x in offered}
-        rows = _RowGrouping(ev, kg, {**writes, **offer}, epilogue, set(offered)).groups()
+        grouping = _RowGrouping(ev, kg, {**writes, **offer}, epilogue, set(offered), ends)
+        rows = grouping.groups()
         grouped = {o for group in rows.values() for o in group.outputs}
         kept = {x: r for x, r in offered.items() if x in grouped}
         if kept == offered:
@@ -88,9 +90,13 @@ class _RowGrouping:
         writes: dict[int, list[str]],
         epilogue: dict[int, int],
         totals: set[int] | frozenset = frozenset(),
+        ends: bool = True,
     ) -> None:
         self.ev, self.kg, self.g = ev, kg, kg.graph
         self.writes, self.epilogue, self.totals = writes, epilogue, totals
+        # a group may be placed after the whole reduction of a value it offers, which its
+        # launch then ends (`Row.total`; `launches.group_rows` checks that it does)
+        self.ends = ends
         self.by_target = {p: r for r, p in epilogue.items()}
         materialised = set(writes) | set(self.by_target)
         # for each materialised node: what its launch reads, and which launches read it
@@ -111,6 +117,17 @@ class _RowGrouping:
         candidates, plain = self.candidates()
         grouped = self.share(candidates, plain)
         return self.in_order(self.launches(grouped, candidates))
+
+    def _total_of(self, value: int, t: int) -> bool:
+        """Whether `t` is the target of the whole reduction of `value`, a per-row value
+        offered to the groups (`groups_with_totals`)."""
+        r = self.by_target.get(t)
+        if not self.ends or value not in self.totals or r is None:
+            return False
+        if root_kind(self.kg, r) != "reduce":
+            return False
+        red = self.ev.reduction(r)
+        return not red.kept and self.ev.resolve(red.x) == value
 
     def row_reduction(self, r: int) -> bool:
         ev, kg = self.ev, self.kg
@@ -347,7 +364,13 @@ class _RowGrouping:
             if not outs:
                 continue
             place = max(outs)
-            if any(t <= place for o in outs for t in readers.get(o, set()) - inside):
+            # the whole reduction of a per-row value the group offers (`Row.total`) is
+            # computed by the group's launch, wherever it is in the source
+            later = {
+                o: {t for t in readers.get(o, set()) - inside if not self._total_of(o, t)}
+                for o in outs
+            }
+            if any(t <= place for o in outs for t in later[o]):
                 continue
             row = list(shape)
             ordered = sorted(outs, key=lambda o: keys(o) != row)
