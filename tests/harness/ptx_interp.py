@@ -892,15 +892,33 @@ class _Interp:
         placed = [(k * size, d) for k, d in enumerate(dsts)]
         width = size * len(dsts)
         read_check = self._read_check
+        whole = struct.Struct(fmt[0] + str(len(dsts)) + fmt[1:]).unpack_from
+        writes, reads = self.writes, self.reads  # cleared, never replaced, at each block
 
         def load_vector(regs: dict[str, Any]) -> None:
             where = regs[base] + offset
             if where % width:
                 raise PtxInterpError(f"misaligned {len(dsts)}-wide vector load at {where:#x}")
-            for k, d in placed:
-                read_check(regs, where + k)
-                data, off = self.shared_mem.find(where + k, size)
-                regs[d] = unpack_from(data, off)[0]
+            try:
+                data, off = self.shared_mem.find(where, width)
+            except PtxInterpError:  # the element past the bounds names it, as one by one
+                for k, d in placed:
+                    read_check(regs, where + k)
+                    data, off = self.shared_mem.find(where + k, size)
+                    regs[d] = unpack_from(data, off)[0]
+                return
+            tid, epoch = regs["%tid"], self.epoch
+            for k, _ in placed:  # `_read_check` of each element, inline
+                last = writes.get(where + k)
+                if last is not None and last[1] == epoch and last[0] != tid:
+                    self.race_check(regs, where + k, write=False)  # raises
+                readers = reads.get(where + k)
+                if readers is None or readers[0] != epoch:
+                    reads[where + k] = (epoch, {tid})
+                else:
+                    readers[1].add(tid)
+            for (_, d), v in zip(placed, whole(data, off), strict=True):
+                regs[d] = v
 
         return load_vector
 
@@ -1117,7 +1135,8 @@ class _Interp:
             regions.append((base, bytearray(size), name))
             base += -(-(size + 0x1000) // 0x400) * 0x400
         self.shared_mem = _Memory(regions)
-        self.writes, self.reads = {}, {}
+        self.writes.clear()
+        self.reads.clear()
         bx, by, bz = fn.block
         # what the compiled code reads as registers: constants, special registers, symbols
         block_consts = dict(self.constant_values)
