@@ -215,6 +215,53 @@ def test_a_shuffle_some_lanes_skip_is_caught() -> None:
         _run_shuffles(text)
 
 
+_CONSTANTS = """
+.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry constants(
+    .param .u64 .ptr .global .align 4 out
+)
+.reqntid 1, 1, 1
+{
+    .reg .f32 %f<4>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd0, [out];
+    cvta.to.global.u64 %rd1, %rd0;
+    mov.f32 %f0, 0f80000000;
+    mov.f32 %f1, 0f00000000;
+    add.rn.f32 %f2, %f0, %f3;
+    st.global.f32 [%rd1], %f0;
+    st.global.f32 [%rd1+4], %f1;
+    ret;
+}
+"""
+
+
+def _run_constants(text: str) -> list[int]:
+    import struct
+
+    from harness.ptx_interp import _Interp, _Memory, _parse
+
+    out = bytearray(8)
+    interp = _Interp(_parse(text), _Memory([(1 << 40, out, "out")]), {})
+    interp.params = {"out": struct.pack("<Q", 1 << 40)}
+    interp.launch("constants", (1, 1, 1))
+    return list(struct.unpack("<2I", bytes(out)))
+
+
+def test_constants_equal_as_floats_keep_their_own_bits() -> None:
+    # -0.0 == 0.0, yet the two constants have other bits and each keeps its own
+    text = _CONSTANTS.replace("    add.rn.f32 %f2, %f0, %f3;\n", "")
+    assert _run_constants(text) == [0x80000000, 0x00000000]
+
+
+def test_a_read_of_an_unwritten_register_is_caught() -> None:
+    with pytest.raises(PtxInterpError, match="read of the undefined register %f3"):
+        _run_constants(_CONSTANTS)
+
+
 def test_a_wrong_shuffle_lane_changes_a_reduction(tmp_path: Path) -> None:
     """A mutation of a warp reduction (one butterfly round reading its own lane) is visible."""
     manifest = compiled_ptx("reductions", "sum_all", tmp_path / "sum")

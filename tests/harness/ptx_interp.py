@@ -570,6 +570,12 @@ def _split(rest: str) -> list[str]:
 
 # ---------------------------------------------------------------- execution
 
+# The kinds of compiled instruction `_Interp.run` executes inline (ints, apart from the
+# parsed instructions' strings): (guard, negated, kind, ...) as `_Interp._compile` builds.
+_ALU1, _ALU2, _ALU3, _STEP, _BRA, _MOV, _MOV_F32, _MOV_BITS = range(8)
+_F32, _U32 = struct.Struct("<f"), struct.Struct("<I")
+_STRUCTS = {fmt: struct.Struct(fmt) for fmt in set(_FMT.values())}
+
 
 def gpu_threads(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> int:
     """GPU threads of all a manifest's launches together: what this interpreter runs one by one."""
@@ -585,9 +591,16 @@ def gpu_threads(manifest: Mapping[str, Any], dims: Mapping[str, int]) -> int:
 class _Memory:
     regions: list[tuple[int, bytearray, str]]  # (base address, bytes, name)
 
+    # (base, end, bytes) of the region found last: most accesses fall in it again
+    last: tuple[int, int, bytearray] = field(default=(0, 0, bytearray()), init=False, repr=False)
+
     def find(self, addr: int, size: int) -> tuple[bytearray, int]:
+        base, end, data = self.last
+        if base <= addr and addr + size <= end:
+            return data, addr - base
         for base, data, _ in self.regions:
             if base <= addr and addr + size <= base + len(data):
+                self.last = (base, base + len(data), data)
                 return data, addr - base
         for base, data, name in self.regions:
             if base - 0x10000 <= addr < base + len(data) + 0x10000:
@@ -616,6 +629,14 @@ class _Interp:
         self.executed = 0
         self.global_bytes = {"ld": 0, "st": 0}
         self.global_unique: dict[str, set[tuple[int, int]]] = {"ld": set(), "st": set()}
+        # Each function's code decoded once more for `run`: the common instructions as
+        # `_Step`s whose operands are all keys of the registers, as constants, special
+        # registers and shared symbols sit in every thread's registers under `$` names.
+        self.compiled: dict[str, list[tuple[Any, ...]]] = {}
+        # pc -> (function, instructions) of the straight-line code from pc, as it is reached
+        self.blocks: dict[str, dict[int, tuple[Any, int] | bool]] = {}
+        self.constants: dict[tuple[type, Any], str] = {}  # (type, value or bits) -> its key
+        self.constant_values: dict[str, Any] = {}  # its key -> the value
 
     def value(self, regs: dict[str, Any], op: Operand) -> Any:
         if type(op) is str:
@@ -633,95 +654,306 @@ class _Interp:
         return self.value(regs, op[1]) + op[2]
 
     def run(self, fn: _Function, regs: dict[str, Any]) -> Iterator[None]:
-        pc, code, value = 0, fn.code, self.value
-        while pc < len(code):
+        """One thread's execution of `fn`; it yields at each `bar.sync` and warp rendezvous."""
+        code, blocks = self.compiled[fn.name], self.blocks[fn.name]
+        pc, end, executed = 0, len(code), 0
+        try:
+            while pc < end:
+                block = blocks.get(pc)
+                if block is None:
+                    block = blocks[pc] = self._straight_line(code, pc) or False
+                if block:  # the instructions from pc to a branch or rendezvous, at once
+                    executed += block[1]
+                    pc = block[0](regs)
+                    continue
+                ins = code[pc]
+                pc += 1
+                executed += 1
+                if ins[0] is not None and regs[ins[0]] == ins[1]:
+                    continue
+                if (yield from self._slow(fn, regs, ins)):
+                    return
+        except KeyError as e:
+            name = e.args[0] if e.args else None
+            if type(name) is str and name.startswith("%") and name not in regs:
+                raise PtxInterpError(f"read of the undefined register {name}") from None
+            raise
+        finally:
+            self.executed += executed
+
+    def _straight_line(self, code: list[tuple[Any, ...]], start: int) -> tuple[Any, int] | None:
+        """The compiled instructions from `start` up to a branch (included) or one left as
+        parsed (excluded), as one Python function of the registers that returns the next
+        pc, and their count; None where `start` holds one left as parsed."""
+        namespace: dict[str, Any] = {"_F32": _F32, "_U32": _U32}
+        lines, pc, closed = [], start, False
+        while pc < len(code) and not closed:
             ins = code[pc]
+            guard, neg, kind = ins[0], ins[1], ins[2]
+            if type(kind) is str:
+                break
             pc += 1
-            self.executed += 1
-            if ins[0] is not None and regs[ins[0]] == ins[1]:
-                continue
-            kind = ins[2]
-            if kind == "alu":
-                try:  # registers read directly: most operands are one
-                    args = [regs[o] if type(o) is str else value(regs, o) for o in ins[5]]
-                except KeyError:
-                    args = [value(regs, o) for o in ins[5]]  # names the undefined register
-                regs[ins[4]] = ins[3](*args)
-            elif kind == "mov":
-                v = value(regs, ins[4])
-                if ins[5] == "f32" and type(v) is int:
-                    v = struct.unpack("<f", struct.pack("<I", v))[0]
-                elif ins[5] in ("b32", "b16") and type(v) is float:
-                    v = struct.unpack("<I", struct.pack("<f", v))[0]
-                regs[ins[3]] = v
-            elif kind == "ld":
-                regs[ins[5]] = self.load(regs, ins[3], ins[4], ins[6])
-            elif kind == "ldv":
-                self.load_vector(regs, ins[3], ins[4], ins[5], ins[6])
-            elif kind == "cp":
-                self.copy_async(regs, ins[3], ins[4], ins[5], ins[6])
-            elif kind == "cpcommit":
-                self.commit_group(regs)
-            elif kind == "cpwait":
-                self.wait_group(regs, ins[3])
-            elif kind == "st":
-                self.store(regs, ins[3], ins[4], ins[5], ins[6])
-            elif kind == "gldv":
-                for r, v in zip(
-                    ins[4], self.vector(regs, ins[3], ins[5], len(ins[4])), strict=True
-                ):
-                    regs[r] = v
-            elif kind == "gstv":
-                self.vector(regs, ins[3], ins[4], len(ins[5]), [value(regs, v) for v in ins[5]])
-            elif kind == "red":
-                self.reduce(regs, ins[3], ins[4], ins[5])
-            elif kind == "atom":
-                regs[ins[3]] = self.reduce(regs, "u32", ins[4], ins[5])
-            elif kind == "fence":
-                pass
-            elif kind == "bra":
-                pc = fn.labels[ins[3]]
-            elif kind == "ret":
-                return
-            elif kind == "bar.sync":
-                yield None
-            elif kind == "shfl":
-                a, b, c, mask = (value(regs, o) for o in ins[5])
-                v = yield (ins[3], a, b, c, mask)
-                if ins[6] == "f32" and type(v) is int:
-                    v = struct.unpack("<f", struct.pack("<I", v))[0]
-                elif ins[6] != "f32" and type(v) is float:
-                    v = struct.unpack("<I", struct.pack("<f", v))[0]
-                regs[ins[4]] = v
-            elif kind == "ldm":
-                d = yield ("ldm", (ins[3], ins[4]), value(regs, ins[6]), regs["%tid"])
-                for r, v in zip(ins[5], d, strict=True):
-                    regs[r] = v
-            elif kind == "wgmma":
-                a, b, scale = (value(regs, o) for o in ins[4:7])
-                acc = [value(regs, r) for r in ins[3]] if scale else None
-                d = yield ("wgmma", ins[7], a, b, acc, regs["%tid"])
-                regs.setdefault("%wgmma_open", []).append(list(zip(ins[3], d, strict=True)))
-            elif kind == "wgcommit":
-                regs.setdefault("%wgmma_groups", []).append(regs.pop("%wgmma_open", []))
-            elif kind == "wgwait":
-                groups = regs.get("%wgmma_groups", [])
-                cut = max(len(groups) - ins[3], 0)
-                for group in groups[:cut]:
-                    for results in group:
-                        regs.update(results)
-                regs["%wgmma_groups"] = groups[cut:]
-            elif kind == "mma":
-                frags = tuple([value(regs, r) for r in ins[k]] for k in (4, 5, 6))
-                d = yield ("mma", ins[7], *frags)
-                for r, v in zip(ins[3], d, strict=True):
-                    regs[r] = v
+            if kind in (_ALU1, _ALU2, _ALU3, _STEP):
+                name = f"f{pc}"
+                namespace[name] = ins[3]
+                args = ", ".join(f"r[{k!r}]" for k in ins[5:])
+                line = f"{name}(r)" if kind == _STEP else f"r[{ins[4]!r}] = {name}({args})"
+            elif kind == _BRA:
+                line, closed = f"return {ins[3]}", guard is None
+            elif kind == _MOV:
+                line = f"r[{ins[3]!r}] = r[{ins[4]!r}]"
             else:
-                self.call(regs, ins)
+                change = (
+                    "_F32.unpack(_U32.pack(v))[0] if type(v) is int"
+                    if kind == _MOV_F32
+                    else "_U32.unpack(_F32.pack(v))[0] if type(v) is float"
+                )
+                line = f"v = r[{ins[4]!r}]; r[{ins[3]!r}] = {change} else v"
+            if guard is not None:  # skipped where the predicate equals `neg`
+                lines.append(f"if r[{guard!r}] != {neg!r}:")
+                line = "    " + line
+            lines.append(line)
+            if kind == _BRA and guard is not None:
+                break  # a conditional branch ends the line too
+        if pc == start:
+            return None
+        if not closed:
+            lines.append(f"return {pc}")
+        source = "def straight(r):\n" + "".join(f"    {line}\n" for line in lines)
+        exec(compile(source, f"<ptx {start}-{pc}>", "exec"), namespace)
+        return namespace["straight"], pc - start
+
+    def _slow(self, fn: _Function, regs: dict[str, Any], ins: tuple[Any, ...]) -> Iterator[Any]:
+        """An instruction `_compile` left as parsed; True after `ret`."""
+        value = self.value
+        kind = ins[2]
+        if kind == "alu":
+            try:  # registers read directly: most operands are one
+                args = [regs[o] if type(o) is str else value(regs, o) for o in ins[5]]
+            except KeyError:
+                args = [value(regs, o) for o in ins[5]]  # names the undefined register
+            regs[ins[4]] = ins[3](*args)
+        elif kind == "mov":
+            v = value(regs, ins[4])
+            if ins[5] == "f32" and type(v) is int:
+                v = struct.unpack("<f", struct.pack("<I", v))[0]
+            elif ins[5] in ("b32", "b16") and type(v) is float:
+                v = struct.unpack("<I", struct.pack("<f", v))[0]
+            regs[ins[3]] = v
+        elif kind == "ld":
+            regs[ins[5]] = self.load(regs, ins[3], ins[4], ins[6])
+        elif kind == "ldv":
+            self.load_vector(regs, ins[3], ins[4], ins[5], ins[6])
+        elif kind == "cp":
+            self.copy_async(regs, ins[3], ins[4], ins[5], ins[6])
+        elif kind == "cpcommit":
+            self.commit_group(regs)
+        elif kind == "cpwait":
+            self.wait_group(regs, ins[3])
+        elif kind == "st":
+            self.store(regs, ins[3], ins[4], ins[5], ins[6])
+        elif kind == "gldv":
+            for r, v in zip(ins[4], self.vector(regs, ins[3], ins[5], len(ins[4])), strict=True):
+                regs[r] = v
+        elif kind == "gstv":
+            self.vector(regs, ins[3], ins[4], len(ins[5]), [value(regs, v) for v in ins[5]])
+        elif kind == "red":
+            self.reduce(regs, ins[3], ins[4], ins[5])
+        elif kind == "atom":
+            regs[ins[3]] = self.reduce(regs, "u32", ins[4], ins[5])
+        elif kind == "fence":
+            pass
+        elif kind == "ret":
+            return True
+        elif kind == "bar.sync":
+            yield None
+        elif kind == "shfl":
+            a, b, c, mask = (value(regs, o) for o in ins[5])
+            v = yield (ins[3], a, b, c, mask)
+            if ins[6] == "f32" and type(v) is int:
+                v = struct.unpack("<f", struct.pack("<I", v))[0]
+            elif ins[6] != "f32" and type(v) is float:
+                v = struct.unpack("<I", struct.pack("<f", v))[0]
+            regs[ins[4]] = v
+        elif kind == "ldm":
+            d = yield ("ldm", (ins[3], ins[4]), value(regs, ins[6]), regs["%tid"])
+            for r, v in zip(ins[5], d, strict=True):
+                regs[r] = v
+        elif kind == "wgmma":
+            a, b, scale = (value(regs, o) for o in ins[4:7])
+            acc = [value(regs, r) for r in ins[3]] if scale else None
+            d = yield ("wgmma", ins[7], a, b, acc, regs["%tid"])
+            regs.setdefault("%wgmma_open", []).append(list(zip(ins[3], d, strict=True)))
+        elif kind == "wgcommit":
+            regs.setdefault("%wgmma_groups", []).append(regs.pop("%wgmma_open", []))
+        elif kind == "wgwait":
+            groups = regs.get("%wgmma_groups", [])
+            cut = max(len(groups) - ins[3], 0)
+            for group in groups[:cut]:
+                for results in group:
+                    regs.update(results)
+            regs["%wgmma_groups"] = groups[cut:]
+        elif kind == "mma":
+            frags = tuple([value(regs, r) for r in ins[k]] for k in (4, 5, 6))
+            d = yield ("mma", ins[7], *frags)
+            for r, v in zip(ins[3], d, strict=True):
+                regs[r] = v
+        else:
+            self.call(regs, ins)
+
+    def _key(self, op: Operand) -> str | None:
+        """The key of the registers that holds operand `op` (None for an address)."""
+        if type(op) is str:
+            return op
+        kind = op[0]
+        if kind == "const":
+            v = op[1]
+            # by type and bits: True and 1, 0.0 and -0.0, two nans are other constants
+            ident = (type(v), struct.pack("<d", v) if type(v) is float else v)
+            key = self.constants.get(ident)
+            if key is None:
+                key = self.constants[ident] = f"$const{len(self.constants)}"
+                self.constant_values[key] = v
+            return key
+        if kind == "special":
+            return f"${op[1]}.{op[2]}"
+        if kind == "sym":
+            return f"$sym.{op[1]}"
+        return None
+
+    def _compile(self, fn: _Function, ins: tuple[Any, ...]) -> tuple[Any, ...]:
+        """A parsed instruction as `run` executes it fastest: ALU operations and moves with
+        their operands as register keys, loads and stores as closures (`_STEP`), branches
+        to their index; any other stays as parsed, for `_slow`."""
+        guard, neg, kind = ins[0], ins[1], ins[2]
+        if kind == "alu":
+            keys = [self._key(o) for o in ins[5]]
+            if None not in keys and 1 <= len(keys) <= 3:
+                return (guard, neg, (_ALU1, _ALU2, _ALU3)[len(keys) - 1], ins[3], ins[4], *keys)
+        elif kind == "mov":
+            src = self._key(ins[4])
+            if src is not None:
+                mode = {"f32": _MOV_F32, "b32": _MOV_BITS, "b16": _MOV_BITS}.get(ins[5], _MOV)
+                return (guard, neg, mode, ins[3], src)
+        elif kind == "bra":
+            if ins[3] in fn.labels:
+                return (guard, neg, _BRA, fn.labels[ins[3]])
+        elif kind in ("ld", "st", "ldv") and ins[3] in ("global", "shared"):
+            addr = ins[6] if kind != "st" else ins[5]
+            if type(addr) is tuple and addr[0] == "addr" and self._key(addr[1]) is not None:
+                base, offset = self._key(addr[1]), addr[2]
+                if kind == "ld":
+                    step = self._load_step(ins[3], ins[4], ins[5], base, offset)
+                    return (guard, neg, _STEP, step)
+                if kind == "ldv" and ins[3] == "shared":
+                    step = self._load_vector_step(ins[4], ins[5], base, offset)
+                    return (guard, neg, _STEP, step)
+                value = self._key(ins[6])
+                if kind == "st" and value is not None:
+                    step = self._store_step(ins[3], ins[4], base, offset, value)
+                    return (guard, neg, _STEP, step)
+        return ins
+
+    def _load_step(
+        self, space: str, fmt: str, dst: str, base: str, offset: int
+    ) -> Callable[[dict[str, Any]], None]:
+        """`ld.global` / `ld.shared` of one element, as `load`."""
+        layout = _STRUCTS[fmt]
+        size, unpack_from = layout.size, layout.unpack_from
+        if space == "global":
+            find, counts = self.global_mem.find, self.global_bytes
+            unique = self.global_unique["ld"]
+
+            def load_global(regs: dict[str, Any]) -> None:
+                where = regs[base] + offset
+                data, off = find(where, size)
+                counts["ld"] += size
+                unique.add((where, size))
+                regs[dst] = unpack_from(data, off)[0]
+
+            return load_global
+
+        read_check = self._read_check
+
+        def load_shared(regs: dict[str, Any]) -> None:
+            where = regs[base] + offset
+            read_check(regs, where)
+            data, off = self.shared_mem.find(where, size)
+            regs[dst] = unpack_from(data, off)[0]
+
+        return load_shared
+
+    def _load_vector_step(
+        self, fmt: str, dsts: list[str], base: str, offset: int
+    ) -> Callable[[dict[str, Any]], None]:
+        """`ld.shared.vN`, as `load_vector`."""
+        layout = _STRUCTS[fmt]
+        size, unpack_from = layout.size, layout.unpack_from
+        placed = [(k * size, d) for k, d in enumerate(dsts)]
+        width = size * len(dsts)
+        read_check = self._read_check
+        whole = struct.Struct(fmt[0] + str(len(dsts)) + fmt[1:]).unpack_from
+        writes, reads = self.writes, self.reads  # cleared, never replaced, at each block
+
+        def load_vector(regs: dict[str, Any]) -> None:
+            where = regs[base] + offset
+            if where % width:
+                raise PtxInterpError(f"misaligned {len(dsts)}-wide vector load at {where:#x}")
+            try:
+                data, off = self.shared_mem.find(where, width)
+            except PtxInterpError:  # the element past the bounds names it, as one by one
+                for k, d in placed:
+                    read_check(regs, where + k)
+                    data, off = self.shared_mem.find(where + k, size)
+                    regs[d] = unpack_from(data, off)[0]
+                return
+            tid, epoch = regs["%tid"], self.epoch
+            for k, _ in placed:  # `_read_check` of each element, inline
+                last = writes.get(where + k)
+                if last is not None and last[1] == epoch and last[0] != tid:
+                    self.race_check(regs, where + k, write=False)  # raises
+                readers = reads.get(where + k)
+                if readers is None or readers[0] != epoch:
+                    reads[where + k] = (epoch, {tid})
+                else:
+                    readers[1].add(tid)
+            for (_, d), v in zip(placed, whole(data, off), strict=True):
+                regs[d] = v
+
+        return load_vector
+
+    def _store_step(
+        self, space: str, fmt: str, base: str, offset: int, value: str
+    ) -> Callable[[dict[str, Any]], None]:
+        """`st.global` / `st.shared` of one element, as `store`."""
+        layout = _STRUCTS[fmt]
+        size, pack_into = layout.size, layout.pack_into
+        if space == "global":
+            find, counts = self.global_mem.find, self.global_bytes
+            unique = self.global_unique["st"]
+
+            def store_global(regs: dict[str, Any]) -> None:
+                where = regs[base] + offset
+                counts["st"] += size
+                unique.add((where, size))
+                data, off = find(where, size)
+                pack_into(data, off, regs[value])
+
+            return store_global
+
+        def store_shared(regs: dict[str, Any]) -> None:
+            where = regs[base] + offset
+            self.race_check(regs, where, write=True)
+            data, off = self.shared_mem.find(where, size)
+            pack_into(data, off, regs[value])
+
+        return store_shared
 
     def call(self, regs: dict[str, Any], ins: tuple[Any, ...]) -> None:
         callee = self.funcs[ins[3]]
         frame = {p: regs[a] for p, a in zip(callee.params, ins[5], strict=True)}
+        frame["$consts"] = regs["$consts"]
+        frame.update(regs["$consts"])
         for _ in self.run(callee, frame):
             raise PtxInterpError(f"`bar.sync` or `shfl.sync` inside the helper `{callee.name}`")
         assert callee.ret is not None
@@ -819,6 +1051,18 @@ class _Interp:
                 mem, off = self.shared_mem.find(where, len(data))
                 mem[off : off + len(data)] = data
 
+    def _read_check(self, regs: dict[str, Any], address: int) -> None:
+        """`race_check` of a read, with its common case (no writer this epoch) first."""
+        tid, epoch = regs["%tid"], self.epoch
+        last = self.writes.get(address)
+        if last is not None and last[1] == epoch and last[0] != tid:
+            self.race_check(regs, address, write=False)  # raises
+        readers = self.reads.get(address)
+        if readers is None or readers[0] != epoch:
+            self.reads[address] = (epoch, {tid})
+        else:
+            readers[1].add(tid)
+
     def race_check(self, regs: dict[str, Any], address: int, write: bool) -> None:
         tid, epoch = regs["%tid"], self.epoch
         last = self.writes.get(address)
@@ -871,6 +1115,10 @@ class _Interp:
         runs last, or that waits for a block run later, then shows it)."""
         fn = self.funcs[entry]
         self.specials = {"nctaid": grid, "ntid": fn.block}
+        for name, func in self.funcs.items():  # every constant known before threads start
+            if name not in self.compiled:
+                self.compiled[name] = [self._compile(func, ins) for ins in func.code]
+                self.blocks[name] = {}
         blocks = [
             (cx, cy, cz) for cz in range(grid[2]) for cy in range(grid[1]) for cx in range(grid[0])
         ]
@@ -887,14 +1135,23 @@ class _Interp:
             regions.append((base, bytearray(size), name))
             base += -(-(size + 0x1000) // 0x400) * 0x400
         self.shared_mem = _Memory(regions)
-        self.writes, self.reads = {}, {}
+        self.writes.clear()
+        self.reads.clear()
         bx, by, bz = fn.block
-        threads = {
-            x + bx * (y + by * z): self.run(fn, {"%tid": (x, y, z)})
-            for z in range(bz)
-            for y in range(by)
-            for x in range(bx)
-        }
+        # what the compiled code reads as registers: constants, special registers, symbols
+        block_consts = dict(self.constant_values)
+        for name in ("ntid", "nctaid", "ctaid"):
+            for axis, v in enumerate(self.specials[name]):
+                block_consts[f"${name}.{axis}"] = v
+        for name, address in self.symbols.items():
+            block_consts[f"$sym.{name}"] = address
+        threads = {}
+        for z in range(bz):
+            for y in range(by):
+                for x in range(bx):
+                    consts = {**block_consts, "$tid.0": x, "$tid.1": y, "$tid.2": z}
+                    regs = {"%tid": (x, y, z), "$consts": consts, **consts}
+                    threads[x + bx * (y + by * z)] = self.run(fn, regs)
         # Each round runs every thread that can go on to its next `bar.sync` or `shfl.sync`
         # (or its end); then the warps whose lanes all wait at a `shfl.sync` exchange and
         # go on, and when every live thread waits at `bar.sync`, the barrier opens.

@@ -47,7 +47,7 @@ def round_f32(q: Fraction | int, negative_zero: bool = False) -> float:
     return sign * float(value)  # exact: n has at most 24 bits
 
 
-_DOUBLE, _INT64 = struct.Struct("<d"), struct.Struct("<q")
+_DOUBLE, _INT64, _FLOAT = struct.Struct("<d"), struct.Struct("<q"), struct.Struct("<f")
 
 
 def _signed(v: int) -> int:
@@ -77,7 +77,7 @@ def _neg_zero(x: float) -> bool:
 def _to_f32(x: float) -> float:
     """A double rounded to float32 (ties to even; past the range, inf)."""
     try:
-        return struct.unpack("<f", struct.pack("<f", x))[0]
+        return _FLOAT.unpack(_FLOAT.pack(x))[0]
     except OverflowError:
         return math.copysign(math.inf, x)
 
@@ -110,11 +110,10 @@ def _fma(a: float, b: float, c: float) -> float:
     rounding to float32 correct (53 >= 24 + 2; Boldo and Melquiond, "Emulation of FMA
     and correctly rounded sums: proved algorithms using rounding to odd"). Zero signs
     follow from double arithmetic, which has IEEE's."""
-    isfinite = math.isfinite
-    if not (isfinite(a) and isfinite(b) and isfinite(c)):
-        return a * b + c
     product = a * b  # at most 48 significant bits, within double's exponents
     total = product + c
+    if not math.isfinite(total):  # an infinite or nan operand (finite ones cannot overflow)
+        return total
     # TwoSum: the exact error of the double sum
     c_part = total - product
     error = (product - (total - c_part)) + (c - c_part)
