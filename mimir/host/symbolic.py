@@ -232,7 +232,9 @@ class Symbolic:
         if z3.is_true(same) or z3.is_true(ones) or z3.is_false(ones):
             return  # equal, kept at 1, or never 1 (then `need` reports it for every size)
         names = variables(same) | variables(ones)
-        if not names & self.free or self._satisfiable(same) != z3.unsat:
+        if not names & self.free or self._plainly_satisfiable(same):
+            return  # a size nothing constrains yet can equal the other: no query spent
+        if self._satisfiable(same) != z3.unsat:
             return
         context = self._context(z3.And(same, ones))
         failing = self._model(z3.Not(ones), context)
