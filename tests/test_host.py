@@ -85,6 +85,31 @@ def test_symbolic_batch_gets_a_counterexample() -> None:
     assert dict(d.counterexample) == {"batch": 4}
 
 
+def test_broadcast_that_works_only_where_a_size_is_one_names_those_sizes() -> None:
+    src = (
+        "import torch\n"
+        "def f(x):\n"
+        "    b, t = x.shape\n"
+        "    pos = torch.arange(1, t)\n"
+        "    return x + pos\n"
+    )
+    (d,) = _host(src).diagnostics
+    assert d.code == "GPU010" and d.span.line == 5
+    assert dict(d.counterexample) == {"t": 3}
+    assert d.why.endswith("(it works only at t = 1 or 2, where one side is 1 by coincidence)")
+
+
+def test_broadcast_against_a_size_the_code_made_one_is_silent() -> None:
+    src = (
+        "import torch\n"
+        "def f(x):\n"
+        "    b, t = x.shape\n"
+        "    if t == 2:\n"
+        "        return x + torch.arange(1, t)\n"
+    )
+    assert _host(src).diagnostics == []
+
+
 def test_data_loader_batches_are_exact() -> None:
     src = (
         "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
@@ -167,7 +192,14 @@ def test_hover_shapes_are_recorded() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["torch_layers.py", "torch_table_reach.py", "stated_inputs.py", "model_idioms.py"]
+    "name",
+    [
+        "torch_layers.py",
+        "torch_table_reach.py",
+        "stated_inputs.py",
+        "model_idioms.py",
+        "size_one_coincidence.py",
+    ],
 )
 def test_torch_layer_fixture_agrees_with_pytorch(name: str) -> None:
     """Each `case_*` of the fixture raises under CPU PyTorch exactly at its error marker,

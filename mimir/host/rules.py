@@ -64,6 +64,10 @@ class Ctx(Protocol):
         """`t`, whose rank was unknown, with the rank a demand fixes."""
         ...
 
+    def refuse_coincidence(self, a: Any, b: Any, code: str, message: str) -> None:
+        """Raise where `a` and `b` are never equal and meet only where one is 1 by chance."""
+        ...
+
     def holds(self, cond: Any) -> bool | None:
         """Whether `cond` holds on this path for every size (None: not known)."""
         ...

@@ -219,6 +219,65 @@ class Symbolic:
             raise RefutedError(code, message, cex, labels=self.stated, note=note)
         self.unproven += 1  # unknown to Z3: never reported as an error
 
+    def refuse_coincidence(self, a: Sym, b: Sym, code: str, message: str) -> None:
+        """Raise where sizes `a` and `b` that this path never makes equal broadcast only
+        because one of them happens to be 1 (or 0 against 1): `t` against `t - 1` works at
+        t = 1 and t = 2 and fails for every longer sequence. A size the code keeps at 1 (a
+        literal, `keepdim`, an assertion) never reaches here as a symbol, and a size nothing
+        relates to the other (a parameter's) can equal it, so neither is refused."""
+        if a.value is not None and b.value is not None:
+            return
+        same = self.path.substitute(a.term == b.term)
+        ones = self.path.substitute(z3.Or(a.term == 1, b.term == 1))
+        if z3.is_true(same) or z3.is_true(ones) or z3.is_false(ones):
+            return  # equal, kept at 1, or never 1 (then `need` reports it for every size)
+        names = variables(same) | variables(ones)
+        if not names & self.free or self._plainly_satisfiable(same):
+            return  # a size nothing constrains yet can equal the other: no query spent
+        if self._satisfiable(same) != z3.unsat:
+            return
+        context = self._context(z3.And(same, ones))
+        failing = self._model(z3.Not(ones), context)
+        if failing is None:
+            return
+        working: list[dict[str, int]] = []
+        while len(working) < 3:
+            blocked = [z3.Or([self._vars[n] != v for n, v in m.items()]) for m in working]
+            model = self._model(ones, (*context, *blocked))
+            if model is None:
+                break
+            working.append(model)
+        shown = sorted({_shown(self._vars[n]) for n in failing})
+        if len(working) < 3 and len(shown) == 1 and all(len(m) == 1 for m in working):
+            values = sorted(next(iter(m.values())) for m in working)
+            where = f"{shown[0]} = " + " or ".join(str(v) for v in values)
+        else:
+            where = f"sizes that make {_shown(a.term)} or {_shown(b.term)} 1"
+        cex = tuple((_shown(self._vars[n]), v) for n, v in sorted(failing.items()))
+        note = f"(it works only at {where}, where one side is 1 by coincidence)"
+        raise RefutedError(code, message, cex, labels=self.stated, note=note)
+
+    def _model(self, cond: Any, context: tuple[Any, ...]) -> dict[str, int] | None:
+        """Values of the free sizes in `cond` and `context` that satisfy both (None: none
+        found within the query budget)."""
+        if self.queries_left <= 0:
+            return None
+        self.queries_left -= 1
+        solver = z3.SimpleSolver()
+        solver.set("rlimit", SAT_RLIMIT)
+        solver.add(cond, *context)
+        if solver.check() != z3.sat:
+            return None
+        model = solver.model()
+        names = variables(cond)
+        for c in context:
+            names |= variables(c)
+        return {
+            n: model.eval(self._vars[n], model_completion=True).as_long()
+            for n in sorted(names)
+            if n in self._vars
+        }
+
     def cancel(self, cond: Any) -> Any:
         """`a*x == b*x` as `a == b` and `a*x % (b*x) == 0` as `a % b == 0`, for factors `x`
         that are at least 1 (most reshapes then fold without the solver)."""

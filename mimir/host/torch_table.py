@@ -184,14 +184,14 @@ def _pair(cx: Ctx, a: Size, b: Size, shapes: tuple) -> Size:
     if a is None or b is None:
         return None
     cond = any_(eq(a, b), eq(a, const(1)), eq(b, const(1)))
-    cx.need(
-        cond,
-        "GPU010",
+    message = (
         "shapes "
         + " and ".join(show_shape(s) for s in shapes)
-        + f" cannot broadcast: {show(a)} vs {show(b)}",
-        shapes,
+        + f" cannot broadcast: {show(a)} vs {show(b)}"
     )
+    if cond is not True:
+        cx.refuse_coincidence(a, b, "GPU010", message)
+    cx.need(cond, "GPU010", message, shapes)
     if eq(a, b) is True:
         return a
     if a.value is None or b.value is None:
