@@ -753,24 +753,17 @@ CORE_OFFSETS = (4 * CORE, 8 * CORE)  # (leading, stride) byte offsets of both op
 def _core_slot(mn: Expr, w: Expr, mn_major: bool = False) -> Expr:
     """The word of a core-matrix tile (`CORE_OFFSETS`) that holds the pair at word `w` of
     row `mn` (K-major: row m, k `2w`, `2w + 1`), or with `mn_major` at word `mn` of k row
-    `w` (n `2 mn`, `2 mn + 1` at k `w`)."""
-    if mn_major:
-        n_w, k = mn, w
-        core = ibin(
-            "+",
-            ibin("*", ibin("/", n_w, u32(4)), u32(2 * CORE)),
-            ibin("*", ibin("/", k, u32(8)), u32(CORE)),
-        )
-        return ibin(
-            "+", core, ibin("+", ibin("*", ibin("%", k, u32(8)), u32(4)), ibin("%", n_w, u32(4)))
-        )
+    `w` (n `2 mn`, `2 mn + 1` at k `w`). Either way a core matrix is 8 rows of 4 words;
+    they follow each other along k (`CORE` words apart) and along m or n (`2 * CORE`)."""
+    row, word = (w, mn) if mn_major else (mn, w)
+    row_core, word_core = (CORE, 2 * CORE) if mn_major else (2 * CORE, CORE)
     core = ibin(
         "+",
-        ibin("*", ibin("/", mn, u32(8)), u32(2 * CORE)),
-        ibin("*", ibin("/", w, u32(4)), u32(CORE)),
+        ibin("*", ibin("/", row, u32(8)), u32(row_core)),
+        ibin("*", ibin("/", word, u32(4)), u32(word_core)),
     )
     return ibin(
-        "+", core, ibin("+", ibin("*", ibin("%", mn, u32(8)), u32(4)), ibin("%", w, u32(4)))
+        "+", core, ibin("+", ibin("*", ibin("%", row, u32(8)), u32(4)), ibin("%", word, u32(4)))
     )
 
 
