@@ -728,11 +728,7 @@ class _Interp:
         value = self.value
         kind = ins[2]
         if kind == "alu":
-            try:  # registers read directly: most operands are one
-                args = [regs[o] if type(o) is str else value(regs, o) for o in ins[5]]
-            except KeyError:
-                args = [value(regs, o) for o in ins[5]]  # names the undefined register
-            regs[ins[4]] = ins[3](*args)
+            regs[ins[4]] = ins[3](*[value(regs, o) for o in ins[5]])
         elif kind == "mov":
             v = value(regs, ins[4])
             if ins[5] == "f32" and type(v) is int:
