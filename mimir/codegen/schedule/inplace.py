@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import networkx as nx
@@ -55,6 +56,18 @@ def write_in_place_is_safe(
         if len(plan.computed()) != 1:
             return False
 
+    def inputs_owned(m: int, owned: Callable[[int], bool]) -> bool:
+        """Whether the element-wise `m` reads each input that depends on the parameter at its
+        own element (of m's shape: a broadcast input would be read at another thread's),
+        and each input is `owned`."""
+        mine = [sz.key(s) for s in ev.shape(m)]
+        for i in {ev.resolve(i) for i in g.predecessors(m)}:
+            if i in after | {param} and [sz.key(s) for s in ev.shape(i)] != mine:
+                return False
+            if not owned(i):
+                return False
+        return True
+
     def own_element(m: int, axes: list[int | None], stop: set[int]) -> bool:
         """Whether `m` at an element reads the parameter only at the element the thread
         stores (or at its mirror image, with `mirror`): `axes[k]` is the stored element's
@@ -79,14 +92,7 @@ def write_in_place_is_safe(
             return own_element(ev.resolve(ev.node(m)["inputs"][0]), inner, stop)
         if op_kind(ev.kg, m) not in FUSIBLE:
             return False
-        mine = [sz.key(s) for s in ev.shape(m)]
-        for i in {ev.resolve(i) for i in g.predecessors(m)}:
-            # an input read at another element (broadcast) would be another thread's
-            if i in after | {param} and [sz.key(s) for s in ev.shape(i)] != mine:
-                return False
-            if not own_element(i, axes, stop):
-                return False
-        return True
+        return inputs_owned(m, lambda i: own_element(i, axes, stop))
 
     def own_half(m: int, shift: int, stop: set[int]) -> bool:
         """Whether `m` at element j + `shift` * half of the last axis (j < half) of the
@@ -122,13 +128,7 @@ def write_in_place_is_safe(
             return own_half(x, 0 if start == "0" else 1, stop)
         if kind not in FUSIBLE:
             return False
-        for i in {ev.resolve(i) for i in g.predecessors(m)}:
-            # an input read at another element (broadcast) would be another thread's
-            if i in after | {param} and [sz.key(s) for s in ev.shape(i)] != mine:
-                return False
-            if not own_half(i, shift, stop):
-                return False
-        return True
+        return inputs_owned(m, lambda i: own_half(i, shift, stop))
 
     for k, plan in enumerate(plans[writer:], start=writer):
         inline = {n for n, _ in plan.computed()}
