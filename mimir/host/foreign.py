@@ -100,6 +100,20 @@ class Foreign:
             return UNKNOWN
         return LazyName(str(target.path.resolve()), name, depth)
 
+    def star_imported(self, stmt: ast.ImportFrom) -> dict[str, Any]:
+        """What `from m import *` binds: each public name of `m` (its `__all__` when that is
+        a literal list), each read when first used; nothing when `m` is not in the project."""
+        try:
+            target = resolve_module(Path(self.src.path).resolve(), stmt.module, stmt.level, ())
+        except (OSError, ValueError):
+            return {}
+        if target.path is None or target.path.name == "__init__.py":
+            return {}  # a package's names are its submodules' too: not listed here
+        parsed = _parse(target.path)
+        if parsed is None:
+            return {}
+        return {name: self.imported_name(stmt, name) for name in public_names(parsed[1])}
+
     def resolve_name(self, value: Any, seen: int = 0) -> Any:
         """A name read for the first time: its module is run (once) and looked up."""
         if not isinstance(value, LazyName):
@@ -196,6 +210,33 @@ class Foreign:
         if self.globals is self.local_globals:
             return None
         return Home(self.local_info, self.local_aliases, self.local_globals)
+
+
+def public_names(tree: ast.Module) -> list[str]:
+    """The names `from m import *` takes from module `m`: its literal `__all__`, or every
+    top-level name not starting with an underscore."""
+    names: list[str] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets
+        ):
+            if isinstance(stmt.value, (ast.List, ast.Tuple)) and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in stmt.value.elts
+            ):
+                return [e.value for e in stmt.value.elts]  # type: ignore[attr-defined]
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(stmt.name)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for target in targets:
+                for node in ast.walk(target):
+                    if isinstance(node, ast.Name):
+                        names.append(node.id)
+        elif isinstance(stmt, ast.Import):
+            names += [a.asname or a.name.split(".")[0] for a in stmt.names]
+        elif isinstance(stmt, ast.ImportFrom):
+            names += [a.asname or a.name for a in stmt.names if a.name != "*"]
+    return [n for n in dict.fromkeys(names) if not n.startswith("_")]
 
 
 def _parse(path: Path) -> tuple[str, ast.Module] | None:

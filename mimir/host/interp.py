@@ -60,6 +60,7 @@ from mimir.host.statements import DTYPE_NAMES, UNROLL, Frame, Statements
 from mimir.host.summaries import fingerprint, summarisable
 from mimir.host.symbolic import Symbolic
 from mimir.host.values import (
+    OTHER_KEYS,
     UNKNOWN,
     ApiV,
     BoolV,
@@ -101,7 +102,10 @@ from mimir.solve.z3lib import z3
 _MAX_DEPTH = 8
 _BUDGET = 40_000  # statements interpreted per file; past it, calls are no longer followed
 _BUILTIN_ITERS = {"range", "enumerate", "zip", "reversed", "sorted"}
-_MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "add_module"}
+_MUTATORS = {
+    "append", "extend", "insert", "pop", "remove", "clear", "update", "add_module", "setdefault",
+    "popitem",
+}  # fmt: skip
 _MODULE_SELF = {"to", "cuda", "cpu", "train", "eval", "float", "double", "half", "requires_grad_"}
 
 
@@ -519,7 +523,7 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             return UNKNOWN if value is None else value
         if isinstance(base, SuperV):
             return self.super_attribute(base, attr)
-        if isinstance(base, DictV):
+        if isinstance(base, (DictV, StrV)):
             return MethodV(base, attr)
         if isinstance(base, CacheV):
             return hf_cache.attribute(base, attr)
@@ -565,7 +569,7 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
                 return LayerV(base.kind, [], {}, base.text, base.items[lo:hi:st], base.span)
         if isinstance(base, LayerV) and base.kind == "ModuleDict" and isinstance(index, StrV):
             return base.named.get(index.value, UNKNOWN)
-        if isinstance(base, DictV) and isinstance(index, StrV):
+        if isinstance(base, DictV) and isinstance(index, StrV) and index.value:
             return base.items.get(index.value, UNKNOWN)
         if isinstance(base, ObjectV):  # `ACT2FN["gelu"]`: the class's own `__getitem__`
             getitem = self._method(base.cls, "__getitem__")
@@ -744,6 +748,11 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
                 return BoolV(truth, z3.BoolVal(truth))
             if equal is not None:
                 return BoolV(None, equal if isinstance(op, ast.Eq) else z3.Not(equal))
+        if isinstance(op, (ast.In, ast.NotIn)) and isinstance(left, StrV) and left.value:
+            found = pyops.contains(right, left.value)
+            if found is not None:
+                truth = found == isinstance(op, ast.In)
+                return BoolV(truth, z3.BoolVal(truth))
         if (
             isinstance(left, StrV)
             and isinstance(right, StrV)
@@ -856,7 +865,7 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             and isinstance(func, MethodV)
             and isinstance(func.receiver, (TupleV, LayerV, ObjectV, DictV))
         ):
-            return self.mutate(func.receiver, func.name, args, node.func.value, env)
+            return self.mutate(func.receiver, func.name, args, kwargs, node.func.value, env)
         self._forget_lists(node, func, env)
         if (
             isinstance(func, MethodV)
@@ -1009,6 +1018,10 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             return self.apply(r, args, kwargs, self._node)
         if isinstance(r, CacheV):
             return hf_cache.method(r, f.name, args, kwargs)
+        if isinstance(r, StrV) and not kwargs:
+            return pyops.string_method(r, f.name, args)
+        if isinstance(r, DictV) and OTHER_KEYS in r.items and f.name != "get":
+            return UNKNOWN
         if isinstance(r, DictV) or (isinstance(r, LayerV) and r.kind == "ModuleDict"):
             named = r.items if isinstance(r, DictV) else r.named
             if f.name == "items":
@@ -1017,7 +1030,9 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
                 return TupleV(tuple(named.values()))
             if f.name == "keys":
                 return TupleV(tuple(StrV(k) for k in named))
-            if f.name == "get" and args and isinstance(args[0], StrV):
+            if f.name == "get" and args and isinstance(args[0], StrV) and args[0].value:
+                if args[0].value not in named and OTHER_KEYS in named:
+                    return UNKNOWN
                 return named.get(args[0].value, args[1] if len(args) > 1 else NoneV())
         return UNKNOWN
 

@@ -179,7 +179,10 @@ class Modular:
         the code already demanded of it (`x.mean((2, 3))` demands 4 dims or more). The
         method is run again for each such rank; what it finds is reported only when it
         fails for every one of them (then the batched form's findings), since a rank
-        under which it runs clean may be the one the module is meant for."""
+        under which it runs clean may be the one the module is meant for. When no layer
+        takes the input, a first call that pools two or more trailing axes of the fewest
+        the code admits (`x.mean((2, 3))`, squeeze-and-excite's and ECA's global pooling)
+        says the input has exactly that many."""
         params = [p.arg for p in [*fn.args.posonlyargs, *fn.args.args][1:]]
         value = next(
             (
@@ -200,6 +203,9 @@ class Modular:
             len(value.tail), _rank_read(fn, name), *(len(t) for t in self._rank_evidence(value))
         )
         ranks = [r for r in ranks if r >= least and (value.max_rank or r) >= r]
+        pooled = not ranks and least > 0 and least == _pooled_rank(fn, name)
+        if pooled and (value.max_rank or least) >= least:
+            ranks = [least]  # `x.mean((2, 3))` first: the pooled axes are its last ones
         if not ranks or self.steps > self.budget:
             return
         found: list[tuple[int, list[tuple[Any, ast.AST]]]] = []
@@ -222,6 +228,11 @@ class Modular:
             f"the layers of `{cls.name}` take a {kinds} input, and `{fn.name}` fails for "
             f"every such input (shown: {rank}-d)"
         )
+        if pooled:
+            why = (
+                f"`{fn.name}` first pools the last axes of a {rank}-d `{name}` (the fewest "
+                f"axes it admits), and fails for every such input"
+            )
         for err, node in run:
             err.why = err.why or why
             self.report(err, node)
@@ -668,6 +679,39 @@ def _enters_spatially(fn: ast.FunctionDef, name: str, obj: ObjectV) -> bool:
                 layer = layer.items[0]
             return isinstance(layer, LayerV) and layer.kind in _SPATIAL
     return False
+
+
+def _pooled_rank(fn: ast.FunctionDef, name: str) -> int:
+    """`r` when the first call `fn` makes of parameter `name` reduces over the axes
+    `(k, ..., r - 1)`, two or more literal positive axes ending at axis `r - 1`
+    (`x.mean((2, 3))`: 4); 0 otherwise."""
+    calls = [
+        n
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id == name
+    ]
+    if not calls:
+        return 0
+    first = min(calls, key=lambda n: (n.lineno, n.col_offset))
+    if first.func.attr not in _POOLS:  # type: ignore[attr-defined]
+        return 0
+    dims = (
+        first.args[0]
+        if first.args
+        else next((k.value for k in first.keywords if k.arg == "dim"), None)
+    )
+    if not isinstance(dims, (ast.Tuple, ast.List)) or len(dims.elts) < 2:
+        return 0
+    axes = [e.value for e in dims.elts if isinstance(e, ast.Constant) and type(e.value) is int]
+    if len(axes) != len(dims.elts) or sorted(axes) != list(range(min(axes), max(axes) + 1)):
+        return 0
+    return max(axes) + 1 if min(axes) >= 1 else 0
+
+
+_POOLS = {"mean", "sum", "amax", "amin", "max", "std", "var", "norm", "logsumexp"}
 
 
 def _input_ranks(obj: ObjectV) -> list[int]:

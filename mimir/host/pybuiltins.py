@@ -13,8 +13,9 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from mimir.host import hf_cache
+from mimir.host import hf_cache, pyops
 from mimir.host.values import (
+    OTHER_KEYS,
     UNKNOWN,
     UNLISTED,
     ApiV,
@@ -200,7 +201,9 @@ class PyBuiltins:
 
     # ------------------------------------------------------------ containers
 
-    def mutate(self, receiver: Any, name: str, args: list, target: ast.expr, env: dict) -> Any:
+    def mutate(
+        self, receiver: Any, name: str, args: list, kwargs: dict, target: ast.expr, env: dict
+    ) -> Any:
         """`xs.append(v)` and the like; the receiver is rebound to what it now holds."""
         a = args[0] if args else UNKNOWN
         if isinstance(receiver, LayerV) and receiver.kind in ("ModuleList", "Sequential"):
@@ -246,11 +249,17 @@ class PyBuiltins:
             self._rebind(target, TupleV((*receiver.items, *new_items), True), env)
             return NoneV()
         if isinstance(receiver, DictV):
-            if name == "update" and isinstance(a, DictV) and not self.loop_depth:
-                receiver.items.update(a.items)
-                return NoneV()
-            self._rebind(target, UNKNOWN, env)
-            return UNKNOWN
+            if env is not self.globals:
+                # in a function, its name holds a changed copy: a module's table that a
+                # function checked on its own changes stays as the module made it
+                receiver = DictV(dict(receiver.items))
+                self._rebind(target, receiver, env)
+            if self.loop_depth:  # changed in a loop the interpreter does not count
+                name = "<not counted>"
+            out = pyops.change_dict(receiver, name, args, kwargs)
+            if OTHER_KEYS in receiver.items:
+                self._rebind(target, UNKNOWN, env)
+            return out
         if isinstance(receiver, ObjectV) and name == "add_module" and len(args) == 2:
             if isinstance(args[0], StrV) and args[0].value and not self.loop_depth:
                 receiver.attrs[args[0].value] = args[1]

@@ -13,12 +13,15 @@ from typing import Any
 
 from mimir.host import torch_table as tt
 from mimir.host.values import (
+    OTHER_KEYS,
     UNKNOWN,
     BoolV,
+    DictV,
     DTypeV,
     FloatV,
     IntV,
     LayerV,
+    NoneV,
     ObjectV,
     StrV,
     TensorV,
@@ -173,3 +176,69 @@ def percent(fmt: StrV, arg: Any) -> Any:
         return StrV(fmt.value % tuple(values))
     except (TypeError, ValueError):
         return UNKNOWN
+
+
+# Methods of `str` that take only strings and give a string or a bool: read on a string
+# known to the letter (`name.lower()` picks an activation from a table by its name).
+_STR_TO_STR = ("lower", "upper", "casefold", "strip", "lstrip", "rstrip", "removeprefix",
+               "removesuffix", "replace", "title", "capitalize")  # fmt: skip
+_STR_TO_BOOL = ("startswith", "endswith", "isdigit", "isidentifier", "islower", "isupper")
+
+
+def string_method(text: StrV, name: str, args: list) -> Any:
+    """`"GELU".lower()`, `name.startswith("conv")`: the result when `text` and every
+    argument are known strings; unknown otherwise (`""` stands for any string)."""
+    if not text.value or name not in (*_STR_TO_STR, *_STR_TO_BOOL):
+        return UNKNOWN
+    if not all(isinstance(a, StrV) and a.value for a in args):
+        return UNKNOWN
+    try:
+        out = getattr(text.value, name)(*(a.value for a in args))
+    except (TypeError, ValueError):
+        return UNKNOWN
+    return StrV(out) if isinstance(out, str) else BoolV(bool(out))
+
+
+def change_dict(d: DictV, name: str, args: list, kwargs: dict) -> Any:
+    """`d.setdefault("k", v)`, `d.update(other)`, `d.pop("k", None)`, `d.clear()`: what
+    the call returns, with `d.items` changed as Python would; any other change (a key
+    that is not known, a dict that is not) leaves it holding keys nobody knows
+    (`OTHER_KEYS`) and no other."""
+    items = d.items
+    key = args[0].value if args and isinstance(args[0], StrV) and args[0].value else None
+    if name == "setdefault" and key is not None and not kwargs:
+        if key not in items and OTHER_KEYS in items:
+            items[key] = UNKNOWN  # it may be there already, with a value not known
+        return items.setdefault(key, args[1] if len(args) > 1 else NoneV())
+    if (
+        name == "update"
+        and len(args) <= 1
+        and all(isinstance(a, DictV) for a in args)
+        and "**" not in kwargs  # `d.update(**unreadable)`
+    ):
+        items.update(args[0].items if args else {})
+        items.update(kwargs)
+        return NoneV()
+    if name == "pop" and key is not None and not kwargs and len(args) <= 2:
+        if key in items:
+            return items.pop(key)
+        return args[1] if len(args) == 2 and OTHER_KEYS not in items else UNKNOWN
+    if name == "clear" and not args:
+        items.clear()
+        return NoneV()
+    items.clear()  # a change not read: any key may have come or gone
+    items[OTHER_KEYS] = UNKNOWN
+    return UNKNOWN
+
+
+def contains(container: Any, key: str) -> bool | None:
+    """`"k" in d` of a dict or a tuple of strings known to the letter (None: not known)."""
+    if isinstance(container, DictV):
+        if key in container.items:
+            return True
+        return None if OTHER_KEYS in container.items else False
+    if isinstance(container, TupleV) and all(
+        isinstance(v, StrV) and v.value for v in container.items
+    ):
+        return any(v.value == key for v in container.items)
+    return None

@@ -64,7 +64,9 @@ class Ctx(Protocol):
         """`t`, whose rank was unknown, with the rank a demand fixes."""
         ...
 
-    def refuse_coincidence(self, a: Any, b: Any, code: str, message: str) -> None:
+    def refuse_coincidence(
+        self, a: Any, b: Any, code: str, message: str, one_side: bool = False
+    ) -> None:
         """Raise where `a` and `b` are never equal and meet only where one is 1 by chance."""
         ...
 

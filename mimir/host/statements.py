@@ -168,6 +168,8 @@ class Statements:
                 env[local] = self._api(full)
             elif alias.name != "*":
                 env[local] = self.imported_name(stmt, alias.name)  # another module's, run
+            else:
+                env.update(self.star_imported(stmt))
 
     def bind(self, target: ast.expr, value: Any, env: dict) -> None:
         if isinstance(target, ast.Name) and isinstance(value, TensorV) and value.shape is None:

@@ -219,16 +219,19 @@ class Symbolic:
             raise RefutedError(code, message, cex, labels=self.stated, note=note)
         self.unproven += 1  # unknown to Z3: never reported as an error
 
-    def refuse_coincidence(self, a: Sym, b: Sym, code: str, message: str) -> None:
+    def refuse_coincidence(
+        self, a: Sym, b: Sym, code: str, message: str, one_side: bool = False
+    ) -> None:
         """Raise where sizes `a` and `b` that this path never makes equal broadcast only
         because one of them happens to be 1 (or 0 against 1): `t` against `t - 1` works at
         t = 1 and t = 2 and fails for every longer sequence. A size the code keeps at 1 (a
         literal, `keepdim`, an assertion) never reaches here as a symbol, and a size nothing
-        relates to the other (a parameter's) can equal it, so neither is refused."""
+        relates to the other (a parameter's) can equal it, so neither is refused. With
+        `one_side` only `a` may be the 1 (`expand`: a size of 1 grows, no other does)."""
         if a.value is not None and b.value is not None:
             return
         same = self.path.substitute(a.term == b.term)
-        ones = self.path.substitute(z3.Or(a.term == 1, b.term == 1))
+        ones = self.path.substitute(a.term == 1 if one_side else z3.Or(a.term == 1, b.term == 1))
         if z3.is_true(same) or z3.is_true(ones) or z3.is_false(ones):
             return  # equal, kept at 1, or never 1 (then `need` reports it for every size)
         names = variables(same) | variables(ones)
@@ -252,7 +255,8 @@ class Symbolic:
             values = sorted(next(iter(m.values())) for m in working)
             where = f"{shown[0]} = " + " or ".join(str(v) for v in values)
         else:
-            where = f"sizes that make {_shown(a.term)} or {_shown(b.term)} 1"
+            either = _shown(a.term) if one_side else f"{_shown(a.term)} or {_shown(b.term)}"
+            where = f"sizes that make {either} 1"
         cex = tuple((_shown(self._vars[n]), v) for n, v in sorted(failing.items()))
         note = f"(it works only at {where}, where one side is 1 by coincidence)"
         raise RefutedError(code, message, cex, labels=self.stated, note=note)

@@ -639,12 +639,14 @@ def expand(cx: Ctx, t: TensorV, new: list[Size] | None) -> Any:
         if literal(s) == -1:
             out.append(old)
             continue
-        cx.need(
-            any_(eq(old, s), eq(old, const(1))),
-            "GPU010",
+        cond = any_(eq(old, s), eq(old, const(1)))
+        message = (
             f"cannot expand {show_shape(t.shape)} to ({', '.join(show(x) for x in new)}): "
-            f"size {show(old)} is neither {show(s)} nor 1",
+            f"size {show(old)} is neither {show(s)} nor 1"
         )
+        if cond is not True and old is not None and s is not None:
+            cx.refuse_coincidence(old, s, "GPU010", message, one_side=True)
+        cx.need(cond, "GPU010", message)
         out.append(s)
     return TensorV(tuple(out), t.dtype, t.lib)
 

@@ -36,6 +36,7 @@ class Unknown:
 
 UNKNOWN = Unknown()
 UNLISTED = "<modules added under names not known>"  # an attribute: `items()` is unknown
+OTHER_KEYS = "<keys added that are not known>"  # of a `DictV`: `k in d` is undecided
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,9 @@ class SuperV:
 
 @dataclass
 class DictV:
-    """A dict with string keys, every value known to the interpreter or not."""
+    """A dict with string keys, every value known to the interpreter or not. Methods that
+    change it change `items` in place (aliases share it); a key added that is not known
+    adds `OTHER_KEYS`, after which a key missing from `items` may still be there."""
 
     items: dict[str, Any] = field(default_factory=dict)
 
