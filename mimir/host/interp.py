@@ -63,6 +63,7 @@ from mimir.host.values import (
     UNKNOWN,
     ApiV,
     BoolV,
+    CachesV,
     CacheV,
     ClassV,
     ConfigV,
@@ -521,7 +522,7 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             return self.super_attribute(base, attr)
         if isinstance(base, DictV):
             return MethodV(base, attr)
-        if isinstance(base, CacheV):
+        if isinstance(base, (CacheV, CachesV)):
             return hf_cache.attribute(base, attr)
         if isinstance(base, TupleV) and attr in ("values", "indices") and len(base.items) == 2:
             return base.items[attr == "indices"]  # the named tuple `x.max(dim=1)` returns
@@ -1007,7 +1008,7 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             return NoneV()
         if isinstance(r, LayerV) and f.name == "forward":
             return self.apply(r, args, kwargs, self._node)
-        if isinstance(r, CacheV):
+        if isinstance(r, (CacheV, CachesV)):
             return hf_cache.method(r, f.name, args, kwargs)
         if isinstance(r, DictV) or (isinstance(r, LayerV) and r.kind == "ModuleDict"):
             named = r.items if isinstance(r, DictV) else r.named
