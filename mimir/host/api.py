@@ -460,7 +460,9 @@ def call_method(cx: Ctx, t: TensorV, name: str, args: list, kwargs: dict) -> Any
         return t.with_dtype(dtype) if dtype else t
     if name == "type":
         dtype = tt.dtype_arg(args[0]) if args else None
-        return t.with_dtype(dtype) if dtype else TensorV(t.shape, None, t.lib)
+        if args:  # `x.type(other.dtype)` of a dtype nobody knows: its sizes are x's still
+            return t.with_dtype(dtype)
+        return TensorV(t.shape, None, t.lib)
     if name in ("item", "tolist", "numpy", "backward", "register_hook"):
         if name == "numpy":
             return TensorV(t.shape, t.dtype, "numpy")

@@ -7,7 +7,9 @@ default and stores it (`self.hidden_size = hidden_size`). Those defaults are a
 configuration the project states: `imported_config` reads them, without importing
 anything, when the file imports exactly one class named `...Config` from a module of its
 project. A class-level `attribute_map` (`{"hidden_size": "n_embd"}`) gives the other
-names an attribute is read by. An attribute set any other way stays unknown.
+names an attribute is read by. An attribute set any other way stays unknown, except
+`_attn_implementation` of a transformers configuration that leaves it open: "eager", the
+implementation whose code the model file holds.
 """
 
 from __future__ import annotations
@@ -89,6 +91,11 @@ def imported_config(path: str, tree: ast.Module) -> ConfigClass | None:
                         aliases[k.value] = v.value
     if not defaults:
         return None
+    if any(_base_name(b) in _PRETRAINED for b in cls.bases):
+        # `PreTrainedModel.__init__` picks the attention implementation the configuration
+        # leaves open; every one transformers registers returns what the eager one does
+        # (the output as batch, tokens, heads, head size), so the eager path stands for them
+        defaults.setdefault("_attn_implementation", "eager")
     lines = target.path.read_text(encoding="utf-8").splitlines()
     col = lines[cls.lineno - 1].find(cls.name) + 1 if cls.lineno <= len(lines) else 1
     span = Span(str(target.path), cls.lineno, max(col, 1), cls.lineno, max(col, 1) + len(name))
@@ -96,6 +103,14 @@ def imported_config(path: str, tree: ast.Module) -> ConfigClass | None:
 
 
 _NOT = object()
+# transformers' base class of configurations, under both spellings it has had
+_PRETRAINED = frozenset({"PretrainedConfig", "PreTrainedConfig"})
+
+
+def _base_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else None
 
 
 def _run(body: list[ast.stmt], env: dict[str, Any], attrs: dict[str, Any]) -> bool:

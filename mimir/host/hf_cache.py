@@ -8,7 +8,10 @@ the past too (`torch.cat` along it, which fails unless every other size agrees);
 dtype may be the past's. A static cache (`StaticCache` and its kin) returns its own
 buffers, written by an assignment that broadcasts in some releases and on some devices, so
 what its `update` returns stays unknown, as does that of a cache of a class not known.
-`get_seq_length()` is an int nobody can know.
+`get_seq_length()` is an int nobody can know. `EncoderDecoderCache(self_cache,
+cross_cache)` keeps the two caches, read back as `.self_attention_cache` and
+`.cross_attention_cache`. A cache that paths of different classes met at (`CachesV`)
+answers what all of them answer, and `isinstance` splits it again in its two branches.
 
 A cache class is recognised where it is imported from transformers' `cache_utils`
 (`from transformers.cache_utils import DynamicCache`, `from ...cache_utils import
@@ -20,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mimir.host.values import UNKNOWN, CacheV, IntV, MethodV, TensorV, TupleV
+from mimir.host.values import UNKNOWN, CachesV, CacheV, IntV, MethodV, TensorV, TupleV, join
 
 MODULE = "transformers.cache_utils"
 # every class whose instances are caches; the first group derives from `Cache` alone in
@@ -65,22 +68,54 @@ def imported(module: str | None, level: int, name: str, path: Path | None) -> st
     return None
 
 
-def call(name: str) -> Any:
-    """`DynamicCache(...)`, `DynamicCache.from_legacy_cache(...)`: a cache of that class."""
+def call(name: str, args: list) -> Any:
+    """`DynamicCache(...)`, `DynamicCache.from_legacy_cache(...)`: a cache of that class.
+    `EncoderDecoderCache(self_cache, cross_cache)` keeps the two caches it is given;
+    with none it makes two `DynamicCache`s."""
     parts = name.removeprefix(MODULE + ".").split(".")
     if parts[0] not in CLASSES or parts[0] == "Cache" or len(parts) > 2:
         return UNKNOWN
     if len(parts) == 2 and parts[1] not in _BUILDERS:
         return UNKNOWN
+    if parts == ["EncoderDecoderCache"]:
+        if not args:
+            return CacheV(parts[0], (CacheV("DynamicCache"), CacheV("DynamicCache")))
+        if len(args) == 2:
+            caches = tuple(a if isinstance(a, (CacheV, CachesV)) else UNKNOWN for a in args)
+            return CacheV(parts[0], caches)
     return CacheV(parts[0])
 
 
-def attribute(cache: CacheV, attr: str) -> Any:
-    """`cache.update` is a method the table knows; any other attribute is unknown."""
-    return MethodV(cache, attr) if attr in _METHODS else UNKNOWN
+# an `EncoderDecoderCache`'s attributes that are the caches it holds
+_PARTS = {"self_attention_cache": 0, "cross_attention_cache": 1}
 
 
-def method(cache: CacheV, name: str, args: list, kwargs: dict) -> Any:
+def attribute(cache: CacheV | CachesV, attr: str) -> Any:
+    """`cache.update` is a method the table knows, as are the caches an
+    `EncoderDecoderCache` holds; any other attribute is unknown. Of a cache of one of
+    several classes: what every one of them says."""
+    if isinstance(cache, CachesV):
+        found = [attribute(c, attr) for c in cache.options]
+        if all(isinstance(f, MethodV) for f in found):
+            return MethodV(cache, attr)
+        return _agreed(found)
+    if attr in _METHODS:
+        return MethodV(cache, attr)
+    if cache.kind == "EncoderDecoderCache" and attr in _PARTS and cache.parts:
+        return cache.parts[_PARTS[attr]]
+    return UNKNOWN
+
+
+def _agreed(values: list[Any]) -> Any:
+    out = values[0]
+    for v in values[1:]:
+        out = join(out, v)
+    return out
+
+
+def method(cache: CacheV | CachesV, name: str, args: list, kwargs: dict) -> Any:
+    if isinstance(cache, CachesV):
+        return _agreed([method(c, name, args, kwargs) for c in cache.options])
     if name == "get_seq_length":
         return IntV(None)
     if name != "update" or cache.kind not in _CONCATENATING:
@@ -97,8 +132,12 @@ def _with_past(t: Any) -> Any:
     return TensorV((*t.shape[:-2], None, t.shape[-1]), None, t.lib)
 
 
-def is_instance(cache: CacheV, name: str) -> bool | None:
-    """`isinstance(cache, cls)` for a class of the table (None: another class)."""
+def is_instance(cache: CacheV | CachesV, name: str) -> bool | None:
+    """`isinstance(cache, cls)` for a class of the table (None: another class, or a
+    cache of several classes they answer differently for)."""
+    if isinstance(cache, CachesV):
+        answers = {is_instance(c, name) for c in cache.options}
+        return answers.pop() if len(answers) == 1 else None
     if not name.startswith(MODULE + "."):
         return None
     cls = name.removeprefix(MODULE + ".")

@@ -64,6 +64,7 @@ from mimir.host.values import (
     UNKNOWN,
     ApiV,
     BoolV,
+    CachesV,
     CacheV,
     ClassV,
     ConfigV,
@@ -525,7 +526,7 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             return self.super_attribute(base, attr)
         if isinstance(base, (DictV, StrV)):
             return MethodV(base, attr)
-        if isinstance(base, CacheV):
+        if isinstance(base, (CacheV, CachesV)):
             return hf_cache.attribute(base, attr)
         if isinstance(base, TupleV) and attr in ("values", "indices") and len(base.items) == 2:
             return base.items[attr == "indices"]  # the named tuple `x.max(dim=1)` returns
@@ -1016,7 +1017,7 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             return NoneV()
         if isinstance(r, LayerV) and f.name == "forward":
             return self.apply(r, args, kwargs, self._node)
-        if isinstance(r, CacheV):
+        if isinstance(r, (CacheV, CachesV)):
             return hf_cache.method(r, f.name, args, kwargs)
         if isinstance(r, StrV) and not kwargs:
             return pyops.string_method(r, f.name, args)

@@ -138,7 +138,7 @@ class Library:
                 self.guard(node, lambda: nn_spatial.group_norm_built(self, groups, channels, text))
             return layer
         if name.startswith(hf_cache.MODULE + "."):
-            return hf_cache.call(name)
+            return hf_cache.call(name, args)
         if name in ("torch.utils.data.TensorDataset",):
             return Dataset(list(args))
         if name == "torch.utils.data.DataLoader":

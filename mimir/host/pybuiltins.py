@@ -20,6 +20,7 @@ from mimir.host.values import (
     UNLISTED,
     ApiV,
     BoolV,
+    CachesV,
     CacheV,
     ClassV,
     ConfigV,
@@ -177,7 +178,7 @@ class PyBuiltins:
                 return None
             # a class (`ACT2CLS["gelu"]`) or a library callable is no builtin container
             known = (IntV, FloatV, BoolV, StrV, TupleV, DictV, TensorV, NoneV, LayerV, ObjectV)
-            known += (CacheV,)
+            known += (CacheV, CachesV)
             if isinstance(value, (ClassV, ApiV)) and name[9:] in ("tuple", "list", "dict"):
                 return False
             if not isinstance(value, known):
@@ -189,7 +190,7 @@ class PyBuiltins:
             if isinstance(value, TensorV):
                 return (value.lib == "numpy") == (name == "numpy.ndarray")
             return False if isinstance(value, (IntV, FloatV, StrV, TupleV, NoneV)) else None
-        if isinstance(value, CacheV):
+        if isinstance(value, (CacheV, CachesV)):
             return hf_cache.is_instance(value, name)
         if name.startswith("torch.nn."):
             kind = name.rsplit(".", 1)[-1]

@@ -35,6 +35,7 @@ from mimir.host.values import (
     UNKNOWN,
     ApiV,
     BoolV,
+    CachesV,
     ClassV,
     DTypeV,
     FuncV,
@@ -42,6 +43,7 @@ from mimir.host.values import (
     KernelV,
     NoneV,
     ObjectV,
+    OptionalV,
     ShapeOfV,
     SpreadV,
     TensorV,
@@ -367,8 +369,11 @@ class Statements:
         # A condition on a value the interpreter lost (not one an input leaves open): a
         # branch may be one the configuration never takes, so nothing in it is reported.
         opaque = test is UNKNOWN
-        for body, cond in zip((stmt.body, stmt.orelse), conds, strict=True):
+        narrowed = self._narrowed(stmt.test, env)
+        for k, (body, cond) in enumerate(zip((stmt.body, stmt.orelse), conds, strict=True)):
             branch = dict(env)
+            if narrowed is not None:
+                branch[narrowed[0]] = narrowed[1 + k]
             self.path = base
             for o, b in zip(objects, before, strict=True):
                 o.attrs = dict(b)
@@ -394,6 +399,37 @@ class Statements:
         if tests_none and _shape_lost(paths, joined):
             self.optional_losses += 1  # `Modular.check_def` runs the None path on its own
         replace_env(env, joined)
+
+    def _narrowed(self, test: ast.expr, env: dict) -> tuple[str, Any, Any] | None:
+        """`if isinstance(cache, EncoderDecoderCache):` of a name holding a cache of one of
+        several classes: the name, what it holds where the test holds and where not."""
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        call = test.operand if isinstance(test, ast.UnaryOp) and negated else test
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id == "isinstance"
+            and len(call.args) == 2
+            and not call.keywords
+            and isinstance(call.args[0], ast.Name)
+        ):
+            return None
+        raw = self._raw(call.args[0], env)
+        optional = isinstance(raw, OptionalV)
+        value = raw.value if isinstance(raw, OptionalV) else raw
+        if not isinstance(value, CachesV):
+            return None
+        kinds = self.expr(call.args[1], env)
+        answers = [self.is_instance(c, kinds) for c in value.options]
+        held = [c for c, a in zip(value.options, answers, strict=True) if a is not False]
+        not_held = [c for c, a in zip(value.options, answers, strict=True) if a is not True]
+        if not held or not not_held:
+            return None
+        yes = held[0] if len(held) == 1 else CachesV(tuple(held))
+        no = not_held[0] if len(not_held) == 1 else CachesV(tuple(not_held))
+        if optional:  # None is no instance of any class
+            no = OptionalV(no)
+        return (call.args[0].id, no, yes) if negated else (call.args[0].id, yes, no)
 
     def loop(self, stmt: ast.For | ast.While, env: dict, frame: Frame | None) -> None:
         if isinstance(stmt, ast.For):

@@ -20,6 +20,7 @@ from mimir.host.values import (
     UNKNOWN,
     ApiV,
     BoolV,
+    CachesV,
     CacheV,
     ClassV,
     ConfigV,
@@ -58,7 +59,11 @@ def fingerprint(v: Any, depth: int = 0) -> Any:
     if isinstance(v, BoolV):
         return ("B", v.value, None if v.term is None else v.term.get_id())
     if isinstance(v, CacheV):
-        return ("Ca", v.kind)
+        parts = tuple(fingerprint(p, depth + 1) for p in v.parts)
+        return None if None in parts else ("Ca", v.kind, parts)
+    if isinstance(v, CachesV):
+        options = tuple(fingerprint(c, depth + 1) for c in v.options)
+        return None if None in options else ("Cs", options)
     if isinstance(v, (StrV, FloatV, NoneV, DTypeV, ApiV)):
         return (type(v).__name__, getattr(v, "value", getattr(v, "name", None)))
     if isinstance(v, TupleV):

@@ -162,6 +162,16 @@ class CacheV:
     `update` returns is a table's rule (`mimir.host.hf_cache`), not its code's."""
 
     kind: str
+    # an `EncoderDecoderCache`'s self-attention and cross-attention caches, as given
+    parts: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
+class CachesV:
+    """A cache of one of several classes: paths that made different ones met (a
+    `DynamicCache`, wrapped in an `EncoderDecoderCache` under a flag nobody stated)."""
+
+    options: tuple[CacheV, ...]
 
 
 @dataclass(frozen=True)
@@ -412,7 +422,34 @@ def join(a: Any, b: Any, depth: int = 0) -> Any:
         return OptionalV(join(a.value, b, depth))
     if isinstance(b, OptionalV) and isinstance(a, TensorV):
         return OptionalV(join(a, b.value, depth))
-    return UNKNOWN
+    caches = _join_caches(a, b)
+    return UNKNOWN if caches is None else caches
+
+
+_CACHE_OPTIONS = 4  # more classes of cache met at one join than this: unknown
+
+
+def _join_caches(a: Any, b: Any) -> Any:
+    """Caches of different classes, or a cache and None (a cache made only when the
+    caller gave none): one of those caches, maybe None. None when `a` or `b` is no cache."""
+    optional = False
+    options: list[CacheV] = []
+    for v in (a, b):
+        if isinstance(v, OptionalV):
+            optional, v = True, v.value
+        if isinstance(v, NoneV):
+            optional = True
+        elif isinstance(v, CacheV):
+            options.append(v)
+        elif isinstance(v, CachesV):
+            options.extend(v.options)
+        else:
+            return None
+    unique = tuple(dict.fromkeys(options))
+    if not unique or len(unique) > _CACHE_OPTIONS:
+        return None
+    cache = unique[0] if len(unique) == 1 else CachesV(unique)
+    return OptionalV(cache) if optional else cache
 
 
 def agree(a: Any, b: Any) -> bool:
