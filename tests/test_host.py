@@ -529,6 +529,17 @@ def test_a_demand_that_contradicts_an_earlier_one_is_reported() -> None:
     assert d.why.endswith("it fails for every size the code admits")
 
 
+def test_pytorch_has_the_functionals_the_table_knows() -> None:
+    src = (
+        "import torch\nimport torch.nn.functional as F\n"
+        'if not hasattr(F, "scaled_dot_product_attention"):\n'
+        "    y = torch.zeros(3, 4) @ torch.zeros(5, 6)\n"
+        'if not hasattr(torch.nn.functional, "no_such_function"):\n'
+        "    z = torch.zeros(3, 4) @ torch.zeros(5, 6)\n"
+    )
+    assert [(line, code) for line, code, _ in _messages(src)] == [(6, "GPU011")]
+
+
 def test_coverage_counts_known_partial_and_unknown_expressions() -> None:
     src = (
         "import torch\nimport foo\nx = torch.randn(2, 3)\ny = x @ torch.randn(3, 4)\n"
