@@ -17,6 +17,7 @@ from support import REPO, markers
 from mimir.check import FileResult, check_source
 from mimir.diagnostics.codes import REGISTRY
 from mimir.host import check_host
+from mimir.host.symbolic import NEVER
 from mimir.parse.module import read_module
 from mimir.parse.spans import SourceFile
 
@@ -199,6 +200,7 @@ def test_hover_shapes_are_recorded() -> None:
         "stated_inputs.py",
         "model_idioms.py",
         "size_one_coincidence.py",
+        "doomed_by_two_demands.py",
     ],
 )
 def test_torch_layer_fixture_agrees_with_pytorch(name: str) -> None:
@@ -527,6 +529,28 @@ def test_a_demand_that_contradicts_an_earlier_one_is_reported() -> None:
     assert (line, code) == (8, "GPU100") and "expects d input features" in message
     (d,) = _host(src).diagnostics
     assert d.why.endswith("it fails for every size the code admits")
+
+
+def test_pytorch_has_the_functionals_the_table_knows() -> None:
+    src = (
+        "import torch\nimport torch.nn.functional as F\n"
+        'if not hasattr(F, "scaled_dot_product_attention"):\n'
+        "    y = torch.zeros(3, 4) @ torch.zeros(5, 6)\n"
+        'if not hasattr(torch.nn.functional, "no_such_function"):\n'
+        "    z = torch.zeros(3, 4) @ torch.zeros(5, 6)\n"
+    )
+    assert [(line, code) for line, code, _ in _messages(src)] == [(6, "GPU011")]
+
+
+def test_a_path_two_demands_doom_is_reported_at_the_first_with_the_second_as_a_note() -> None:
+    diags = _checked(REPO / "tests/fixtures/host/doomed_by_two_demands.py").diagnostics
+    d = next(d for d in diags if d.span.line == 33)
+    assert d.message.startswith("attention: query [b, 64, t] and key [b, 4, t, 16] differ")
+    (note,) = [label for label in d.labels if label.span.line == 34]
+    assert note.message.startswith(
+        "where `t = 16` holds, this fails: `nn.Linear(dim, dim)` expects 64 input features"
+    )
+    assert d.why.endswith("it holds only where `t = 16`, and there line 34 fails: " + NEVER)
 
 
 def test_coverage_counts_known_partial_and_unknown_expressions() -> None:

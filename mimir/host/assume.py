@@ -11,10 +11,15 @@ own, and where paths meet only what all of them assumed survives.
 that holds after each statement. An assumed equality `x == t` whose left side is a free
 symbol becomes a substitution instead, so later demands are read with `x` replaced by
 `t` (most then fold to True or False without the solver).
+
+The path also keeps each condition as it was assumed, in order, with what demanded it
+(`Demand`): a later demand that the path refutes can then be checked again on the path
+rebuilt without one of them (`replay`), to find the earlier demand it contradicts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -23,16 +28,38 @@ from mimir.solve.prover import variable_names
 from mimir.solve.z3lib import z3
 
 
+@dataclass(frozen=True, eq=False)
+class Demand:
+    """What made a path assume a condition: the node whose rule demanded it (where its
+    failure would be reported), its code and message, the function run it was made in, and
+    whether it was made between values that function computed (not the first demand on
+    one of its parameters, which defines the input it is checked for)."""
+
+    node: Any
+    code: str
+    message: str
+    labels: tuple[Any, ...]
+    frame: int
+    derived: bool
+
+
 @dataclass(frozen=True)
 class Path:
     assumed: tuple[Any, ...] = ()  # z3 BoolRefs, none of them a substitution
     subst: tuple[tuple[Any, Any], ...] = ()  # (free variable, the term it equals)
     touched: frozenset[str] = field(default=frozenset())  # variables these mention
+    # each condition as given to `assume`, in order, with the demand that made it (if any)
+    history: tuple[tuple[Any, Demand | None], ...] = ()
 
-    def assume(self, cond: Any, free: set[str]) -> Path:
+    def assume(
+        self, cond: Any, free: set[str], demand: Demand | None = None, asked: Any = None
+    ) -> Path:
+        """`asked`: the condition as demanded, before it was read on this path (kept in
+        the history in its place, so a rebuild reads it afresh)."""
+        history = (*self.history, (cond if asked is None else asked, demand))
         cond = self.substitute(cond)
         if z3.is_true(cond):
-            return self
+            return Path(self.assumed, self.subst, self.touched, history)
         pair = substitution(cond, free)
         names = variables(cond)
         if pair is not None:
@@ -45,8 +72,19 @@ class Path:
             assumed = tuple(
                 _subst(a, var, term) if key in variables(a) else a for a in self.assumed
             )
-            return Path(assumed, pairs, self.touched | names)
-        return Path((*self.assumed, cond), self.subst, self.touched | names)
+            return Path(assumed, pairs, self.touched | names, history)
+        return Path((*self.assumed, cond), self.subst, self.touched | names, history)
+
+    def replay(self, keep: Callable[[int], bool], free: set[str], read: Callable) -> Path:
+        """The path assumed again from its history, keeping the conditions whose index
+        `keep` accepts; `read(cond, path)` reads a condition on the path rebuilt so far.
+        After a join the rebuild may assume less than this path: the caller checks that
+        the full rebuild still decides what this path decides."""
+        out = Path()
+        for k, (cond, demand) in enumerate(self.history):
+            if keep(k):
+                out = out.assume(read(cond, out), free, demand, cond)
+        return out
 
     def substitute(self, term: Any) -> Any:
         if not self.subst:
@@ -94,10 +132,17 @@ def join_paths(paths: list[Path]) -> Path:
     touched = first.touched
     for p in paths[1:]:
         touched = touched | p.touched  # conservative: a variable any path constrained
+    # a condition every path assumed, with the first path's demand (each path may have
+    # made it at a line of its own); a rebuild from it may assume less than the join does
+    common = {c.get_id() for c, _ in first.history}
+    for p in paths[1:]:
+        common &= {c.get_id() for c, _ in p.history}
+    history = tuple(h for h in first.history if h[0].get_id() in common)
     return Path(
         tuple(t for t in first.assumed if t.get_id() in keep),
         tuple((v, t) for v, t in first.subst if (v.get_id(), t.get_id()) in subst_keys),
         touched,
+        history,
     )
 
 

@@ -32,11 +32,12 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from mimir.diagnostics.codes import REGISTRY
-from mimir.diagnostics.diagnostic import Diagnostic, Label
+from mimir.diagnostics.diagnostic import Diagnostic, Label, Span
 from mimir.dims import Dim
 from mimir.host import api, hf_cache, kernel_calls, nn, pyops
 from mimir.host import torch_table as tt
 from mimir.host.annotations import read_host_annotation
+from mimir.host.assume import Demand
 from mimir.host.coverage import KNOWN, PARTIAL, UNKNOWN_SHAPE, Coverage
 from mimir.host.flow import (
     DEAD,
@@ -58,7 +59,7 @@ from mimir.host.pybuiltins import PyBuiltins
 from mimir.host.rules import RefutedError
 from mimir.host.statements import DTYPE_NAMES, UNROLL, Frame, Statements
 from mimir.host.summaries import fingerprint, summarisable
-from mimir.host.symbolic import Symbolic
+from mimir.host.symbolic import NEVER, Symbolic
 from mimir.host.values import (
     OTHER_KEYS,
     UNKNOWN,
@@ -126,6 +127,9 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
         self.budget = _BUDGET
         self.loop_depth = 0  # fixpoint loops running: what they change is not counted
         self._current: list[tuple[ast.FunctionDef, Any]] = []  # functions running, innermost last
+        self._runs: list[_Run] = []  # the same runs, with their parameters' values
+        self._run_count = 0
+        self._guarding: list[tuple[ast.AST, dict | None, _Run | None]] = []  # rules running
         self._classes: dict[int, ast.ClassDef] | None = None  # method -> class, on demand
         self.info = info
         self.src = info.source
@@ -226,6 +230,8 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
         if self.captured is not None:  # a probe: kept apart, reported or not as a whole
             self.captured.append((err, node))
             return
+        if err.first is not None and self.site is None:
+            err, node = _at_first_demand(err, self.src.span(node)), err.first[0].node
         # what fails in another module's code is reported at the checked file's call
         span = self.local_src.span(self.site) if self.site is not None else self.src.span(node)
         if self.site is not None:
@@ -777,11 +783,29 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
 
     def guard(self, node: ast.AST, rule: Any) -> Any:
         """Run a shape rule; a refuted requirement becomes one diagnostic at `node`."""
+        self._guarding.append((node, self.env, self._runs[-1] if self._runs else None))
         try:
             return rule()
         except RefutedError as err:
             self.report(err, node)
             return UNKNOWN
+        finally:
+            self._guarding.pop()
+
+    def demand_here(self, code: str, message: str) -> Demand | None:
+        if not self._guarding or self.site is not None:
+            return None
+        node, env, run = self._guarding[-1]
+        if run is None:
+            return None
+        derived = not _reads_parameter(node, env, run)
+        return Demand(node, code, message, self.stated, run.number, derived)
+
+    def frame_here(self) -> int | None:
+        if not self._guarding or self.site is not None:
+            return None
+        run = self._guarding[-1][2]
+        return None if run is None else run.number
 
     # ------------------------------------------------------------ calls
 
@@ -1134,12 +1158,15 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
         self.depth += 1
         caller = self.env
         self._current.append((fn, f.owner))
+        self._run_count += 1
+        self._runs.append(_Run.of(self._run_count, env))
         try:
             self.block(fn.body, env, frame)
         finally:
             self.depth -= 1
             self.env = caller
             self._current.pop()
+            self._runs.pop()
         if not env.get(DEAD):
             frame.returns.append(NoneV())
             frame.paths.append(self.path)
@@ -1195,6 +1222,56 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
 
     def kernel_call(self, name: str, args: list, kwargs: dict, node: ast.AST | None) -> Any:
         return kernel_calls.kernel_call(self, name, args, kwargs, node)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One run of a function: its number, and the tensors its parameters were bound to
+    (by identity, and by origin for those of unknown rank, which a statement that fixes
+    the rank rebinds)."""
+
+    number: int
+    ids: frozenset[int]
+    origins: frozenset[int]
+
+    @staticmethod
+    def of(number: int, env: dict) -> _Run:
+        tensors = [v for v in env.values() if isinstance(v, TensorV)]
+        origins = frozenset(t.origin for t in tensors if t.origin is not None)
+        return _Run(number, frozenset(id(t) for t in tensors), origins)
+
+
+def _reads_parameter(node: ast.AST, env: dict | None, run: _Run) -> bool:
+    """Whether what `node` operates on reads a tensor parameter of the run (`self.wq(x)`,
+    `x.view(...)`): its demand is the first on that input, not one between values."""
+    if env is None:
+        return False
+    if isinstance(node, ast.Call):
+        parts = [*node.args, *(k.value for k in node.keywords)]
+        if isinstance(node.func, ast.Attribute):
+            parts.append(node.func.value)
+    elif isinstance(node, ast.BinOp):
+        parts = [node.left, node.right]
+    elif isinstance(node, ast.Subscript):
+        parts = [node.value]
+    else:
+        parts = [node]
+    for part in parts:
+        for n in ast.walk(part):
+            v = env.get(n.id) if isinstance(n, ast.Name) else None
+            if isinstance(v, TensorV) and (id(v) in run.ids or v.origin in run.origins):
+                return True
+    return False
+
+
+def _at_first_demand(err: RefutedError, later: Span) -> RefutedError:
+    """`err`, a demand refuted only by what an earlier demand of its function assumed,
+    as that earlier demand's failure: torch raises there for every input but those that
+    satisfy it, and for those here."""
+    demand, held = err.first
+    note = Label(later, f"where `{held}` holds, this fails: {err.message}")
+    why = f"it holds only where `{held}`, and there line {later.line} fails: {NEVER}"
+    return RefutedError(demand.code, demand.message, labels=(*demand.labels, note), why=why)
 
 
 def _is_generator(fn: ast.FunctionDef) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from mimir.host import hf_cache, pyops
+from mimir.host import hf_cache, nn, pyops
 from mimir.host.values import (
     OTHER_KEYS,
     UNKNOWN,
@@ -142,7 +142,10 @@ class PyBuiltins:
         if name in ("getattr", "hasattr") and len(args) >= 2 and isinstance(args[1], StrV):
             value = self.get_attribute(args[0], args[1].value)
             if name == "hasattr":
-                return BoolV(None)
+                # `hasattr(F, "scaled_dot_product_attention")`: the PyTorch this checks
+                # against has every functional its table knows
+                known = isinstance(args[0], ApiV) and args[0].name == "torch.nn.functional"
+                return BoolV(True if known and args[1].value in nn.FUNCTIONAL else None)
             if value is UNKNOWN and len(args) > 2:
                 return UNKNOWN
             return value

@@ -23,6 +23,7 @@ class RefutedError(Exception):
         labels: tuple[Label, ...] = (),
         note: str | None = None,
         why: str | None = None,
+        first: Any = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -31,6 +32,9 @@ class RefutedError(Exception):
         self.labels = labels
         self.note = note  # the shapes in the counterexample: "(then [4, 16, 6, 6])"
         self.why = why  # a sentence for the case: "it fails for every size the code admits"
+        # (the earlier demand whose assumption alone dooms this one, the condition it
+        # assumed): reported there instead (`mimir.host.symbolic`)
+        self.first = first
 
 
 class Ctx(Protocol):

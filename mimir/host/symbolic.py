@@ -9,7 +9,9 @@ The host interpreter mixes this in. Two kinds of symbolic size meet here:
   annotation, an `int` parameter, a constructor argument without a stated value. The
   first demand made of a free size is assumed for the rest of the path
   (`mimir.host.assume`); a demand is an error only when it contradicts what the path
-  assumed for every size: it can never succeed.
+  assumed for every size: it can never succeed. When only an equality that the same
+  function demanded earlier of values it computed makes it fail, it is reported at that
+  demand (`_contradicted`), where PyTorch raises for every size but those that satisfy it.
 
 A tensor whose rank is unknown has an *origin*: the sizes of its last axes, read as
 `x.shape[-1]` or demanded by a layer, are free symbols recorded per origin (so every
@@ -20,10 +22,11 @@ gives every value of that origin in the current scope the full shape.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from mimir.diagnostics.diagnostic import Label
-from mimir.host.assume import Path, join_paths, substitution, variables
+from mimir.host.assume import Demand, Path, join_paths, substitution, variables
 from mimir.host.rules import RefutedError
 from mimir.host.values import UNKNOWN, IntV, Shape, Size, Sym, TensorV, arith, const
 from mimir.solve.prover import PROVEN, REFUTED, Prover
@@ -40,6 +43,9 @@ QUERIES = 300
 # after which a file asks no more of them: Swin's window sizes, products of remainders.
 SAT_UNKNOWNS = 16
 BIG_TERM = 80  # nodes of a condition past which it is not sent to the solver
+# Demands of one function a refuted demand is checked against, one by one, to find the
+# one that dooms it (`_contradicted`): past them it is reported where it fails.
+BLAMED = 8
 DEEP = 16  # nodes of a size term (a floor formula, a broadcast) past which it is a size of its own
 
 
@@ -161,8 +167,73 @@ class Symbolic:
         if len(tail) == rank - k - 1:  # extends the known tail by one axis
             tail.append(s)
 
-    def _assume(self, cond: Any) -> None:
-        self.path = self.path.assume(cond, self.free)
+    def _assume(self, cond: Any, demand: Demand | None = None, asked: Any = None) -> None:
+        self.path = self.path.assume(cond, self.free, demand, asked)
+
+    def demand_here(self, code: str, message: str) -> Demand | None:
+        """What is demanding a condition now (the interpreter knows; None: nobody)."""
+        return None
+
+    def frame_here(self) -> int | None:
+        """The function run the current demand is made in (None: not known)."""
+        return None
+
+    def _contradicted(self, cond: Any) -> tuple[Demand, str] | None:
+        """The earlier demand of this function, between values it computed, that pins
+        sizes (an equality, which most sizes fail, not a bound) and whose assumption
+        makes `cond` fail: `cond` can hold on its own, and never together with
+        that assumption (or it can hold on this path without it). Torch then raises at
+        that demand for every input but those that satisfy it, and for those at this one,
+        so that demand is where the function fails (its condition, shown, comes with it).
+        None: `cond` fails on its own, or for what no single such demand assumed."""
+        frame = self.frame_here()
+        history = self.path.history
+        picks = [
+            k
+            for k, (held, d) in enumerate(history)
+            if frame is not None
+            and d is not None
+            and d.derived
+            and d.frame == frame
+            and _pins(self.cancel(held))
+        ]
+        if not picks or len(picks) > BLAMED:
+            return None
+        if self._admits(cond, Path()) is not True:
+            return None  # it fails on its own (or the solver cannot say)
+        if self._admits(cond, self._replayed(lambda k: True)) is not False:
+            return None  # a rebuild from the history does not refute it (after a join)
+        blamed = self._first_blamed(cond, picks)
+        if blamed is None:
+            return None
+        held, demand = history[blamed]
+        assert demand is not None
+        pair = substitution(self.cancel(held), self.free)
+        shown = _shown(held) if pair is None else f"{_shown(pair[0])} == {_shown(pair[1])}"
+        return demand, shown.replace(" == ", " = ")
+
+    def _first_blamed(self, cond: Any, picks: list[int]) -> int | None:
+        """The first of `picks` (indices into the history) whose condition alone refutes
+        `cond`, else the first without which the rest of the path admits it."""
+        for k in picks:
+            if self._admits(cond, self._replayed(lambda j, k=k: j == k)) is False:
+                return k
+        for k in picks:
+            if self._admits(cond, self._replayed(lambda j, k=k: j != k)):
+                return k
+        return None
+
+    def _replayed(self, keep: Callable[[int], bool]) -> Path:
+        """This path assumed again from its history, with the conditions `keep` accepts."""
+        return self.path.replay(keep, self.free, lambda c, p: self.cancel(p.substitute(c)))
+
+    def _admits(self, cond: Any, path: Path) -> bool | None:
+        """Whether some sizes `path` admits satisfy `cond` (None: not decided)."""
+        cond = self.cancel(path.substitute(cond))
+        if z3.is_true(cond) or z3.is_false(cond):
+            return z3.is_true(cond)
+        status = self._satisfiable(cond, path)
+        return None if status == z3.unknown else status == z3.sat
 
     # ------------------------------------------------------------ requirements
 
@@ -171,25 +242,28 @@ class Symbolic:
             return
         if cond is False:
             raise RefutedError(code, message, labels=self.stated)
+        asked = cond
         cond = self.cancel(self.path.substitute(cond))
         if z3.is_true(cond):
             return
         names = variables(cond)
         if z3.is_false(cond):
-            raise RefutedError(code, message, labels=self.stated, why=NEVER)
+            first = self._contradicted(asked) if variables(asked) & self.free else None
+            raise RefutedError(code, message, labels=self.stated, why=NEVER, first=first)
         if self._bounded(cond):
             return  # `1 <= (h + 2 - 3)//2 + 1` of a size at least 1: its bounds say so
         if names & self.free:
             if any(a.eq(cond) for a in self.path.assumed):
                 return  # the path assumed it already (the next layer of one size)
             if self._plainly_satisfiable(cond):
-                self._assume(cond)
+                self._assume(cond, self.demand_here(code, message), asked)
                 return
             status = self._satisfiable(cond)
             if status == z3.unsat:
-                raise RefutedError(code, message, labels=self.stated, why=NEVER)
+                first = self._contradicted(asked)
+                raise RefutedError(code, message, labels=self.stated, why=NEVER, first=first)
             if status == z3.sat:
-                self._assume(cond)
+                self._assume(cond, self.demand_here(code, message), asked)
             else:
                 self.unproven += 1
             return
@@ -442,15 +516,16 @@ class Symbolic:
             return True
         return self._satisfiable(cond) != z3.unsat
 
-    def _context(self, cond: Any) -> tuple[Any, ...]:
+    def _context(self, cond: Any, path: Path | None = None) -> tuple[Any, ...]:
         """What this path assumed, with the lower bounds of the free sizes involved."""
+        path = self.path if path is None else path
         names = set(variables(cond))
-        for a in self.path.assumed:
+        for a in path.assumed:
             names |= variables(a)
         bounds = tuple(self._vars[n] >= self._low[n] for n in sorted(names) if n in self._vars)
-        return (*self.path.assumed, *bounds)
+        return (*path.assumed, *bounds)
 
-    def _satisfiable(self, cond: Any) -> Any:
+    def _satisfiable(self, cond: Any, path: Path | None = None) -> Any:
         """Whether `cond` can hold on this path; unknown once the file's queries are spent
         (a bounded count, so a file's verdicts never depend on the machine's speed)."""
         if self.queries_left <= 0 or _size(cond, BIG_TERM + 1) > BIG_TERM:
@@ -458,7 +533,7 @@ class Symbolic:
         if self.sat_unknowns >= SAT_UNKNOWNS:
             return z3.unknown  # the file's sizes are past what the solver decides quickly
         self.queries_left -= 1
-        status = self.prover.satisfiable(cond, self._context(cond), SAT_RLIMIT)
+        status = self.prover.satisfiable(cond, self._context(cond, path), SAT_RLIMIT)
         self.sat_unknowns += status == z3.unknown
         return status
 
@@ -486,6 +561,13 @@ def _mul(factors: list[Any]) -> Any:
     for f in factors[1:]:
         out = out * f
     return out
+
+
+def _pins(cond: Any) -> bool:
+    """Whether `cond` is an equality (or a choice of them): most sizes fail it."""
+    if z3.is_or(cond):
+        return all(_pins(c) for c in cond.children())
+    return z3.is_eq(cond)
 
 
 def _is_var(t: Any) -> bool:
