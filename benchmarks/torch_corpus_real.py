@@ -73,8 +73,8 @@ def materialise(sources: Path, project: Project, out: Path) -> Path:
         blobs = [
             (line.split()[2], line.split("\t", 1)[1])
             for line in listing.splitlines()
-            if line.endswith(".py") and " blob " in line
-        ]
+            if (line.endswith(".py") or line.endswith("\tREADME.md")) and " blob " in line
+        ]  # the README too: its usage examples state configurations
         batch = subprocess.run(
             ["git", f"--git-dir={gitdir}", "cat-file", "--batch"],
             input="".join(f"{obj}\n" for obj, _ in blobs).encode(),
@@ -113,7 +113,8 @@ def _installed(src: Path, project: Project, dest: Path) -> Path:
 
 
 def _not_python(folder: str, names: list[str]) -> list[str]:
-    return [n for n in names if n == ".git" or (not n.endswith(".py") and "." in n)]
+    keep = (".py", "README.md")
+    return [n for n in names if n == ".git" or (not n.endswith(keep) and "." in n)]
 
 
 def patched(text: str, bug: Bug) -> str:

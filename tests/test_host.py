@@ -601,3 +601,14 @@ def test_a_failure_inside_an_imported_module_is_reported_at_the_call_with_a_note
     inside = d.labels[-1]
     assert Path(inside.span.path).name == "model.py" and inside.span.line == 19
     assert inside.message == "it fails here, in `model.py`"
+
+
+def test_a_readme_usage_example_states_the_configuration() -> None:
+    """The README's Python block builds `ReAttention(dim=64, heads=4)`: the note points at
+    that line of the README (the fenced shell block and the `>>>` session are skipped)."""
+    model = REPO / "tests" / "projects" / "readme_stated" / "vitlike" / "model.py"
+    (d,) = check_source(str(model), model.read_text()).diagnostics
+    stated = d.labels[-1]
+    assert Path(stated.span.path).name == "README.md"
+    assert (stated.span.line, stated.span.column) == (13, 8)
+    assert stated.message == "the sizes checked are those of `ReAttention(dim=64, heads=4)`"

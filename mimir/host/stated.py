@@ -3,7 +3,9 @@
 `ViT(image_size=256, patch_size=32, dim=1024, ...)` in a test or an example says which
 sizes the class is built with. `literal_call(path, name)` finds the first call of a class
 named `name` whose arguments are all literals: in the file itself first, then in the
-project's other files (sorted by path) that import that name. The project is the folder
+project's other files (sorted by path) that import that name, then in the Python blocks
+of the project's README that import it (`v = ViT(image_size=256, ...)` of a usage
+example). The project is the folder
 above the file's outermost package (one more up from a `src` layout). Files are read as
 text and only those that mention the name are parsed; nothing is imported or executed.
 """
@@ -89,7 +91,75 @@ def literal_call(
         found = _in_calls(other, index[0].get(name, []), name, accepts)
         if found is not None:
             return found
+    for readme, blocks in _readme_blocks(key):
+        for tree in blocks:
+            calls = _calls(tree)
+            imports = [n for n in walk_statements(tree) if isinstance(n, ast.ImportFrom)]
+            if name in calls and _imports(imports, Path(readme), root, module, name):
+                found = _in_calls(readme, calls[name], name, accepts)
+                if found is not None:
+                    return found
     return None
+
+
+_READMES = ("README.md", "readme.md", "README.markdown")
+_FENCE = re.compile(r"^(\s*)(```|~~~)\s*([\w+-]*)")
+_BLOCKS: dict[str, tuple[tuple[int, int], list[tuple[str, list[ast.Module]]]]] = {}
+
+
+def _readme_blocks(root: str) -> list[tuple[str, list[ast.Module]]]:
+    """The Python code blocks of the project's README (fenced, marked `python` or not),
+    each parsed with the README's own line numbers; a block that does not parse (a shell
+    session, `>>>` prompts) is left out. Read again only when the README changes."""
+    out: list[tuple[str, list[ast.Module]]] = []
+    stats: list[int] = []
+    for name in _READMES:
+        path = os.path.join(root, name)
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if st.st_size > _MAX_BYTES:
+            continue
+        stats += [st.st_mtime_ns, st.st_size]
+        cached = _BLOCKS.get(path)
+        if cached is not None and cached[0] == (st.st_mtime_ns, st.st_size):
+            out += cached[1]
+            continue
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except (OSError, UnicodeDecodeError):
+            continue
+        found = [(os.path.abspath(path), _code_blocks(text))]
+        _BLOCKS[path] = ((st.st_mtime_ns, st.st_size), found)
+        out += found
+        break
+    return out
+
+
+def _code_blocks(text: str) -> list[ast.Module]:
+    blocks: list[ast.Module] = []
+    lines = text.splitlines()
+    k = 0
+    while k < len(lines):
+        opening = _FENCE.match(lines[k])
+        if opening is None:
+            k += 1
+            continue
+        indent, fence, language = opening.groups()
+        end = next(
+            (j for j in range(k + 1, len(lines)) if lines[j].strip().startswith(fence)),
+            len(lines),
+        )
+        if language.lower() in ("", "python", "py", "python3"):
+            body = [row.removeprefix(indent) for row in lines[k + 1 : end]]
+            try:  # blank lines before it: the README's line numbers
+                blocks.append(ast.parse("\n" * (k + 1) + "\n".join(body)))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                pass
+        k = end + 1
+    return blocks
 
 
 _CALLERS: list[Any] = [None, {}]  # the files tuple the table was made from, name -> indices

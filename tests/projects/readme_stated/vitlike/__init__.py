@@ -1,0 +1,3 @@
+from .model import Mixer, ReAttention
+
+__all__ = ["Mixer", "ReAttention"]
