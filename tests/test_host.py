@@ -201,6 +201,7 @@ def test_hover_shapes_are_recorded() -> None:
         "model_idioms.py",
         "size_one_coincidence.py",
         "doomed_by_two_demands.py",
+        "doomed_stack.py",
     ],
 )
 def test_torch_layer_fixture_agrees_with_pytorch(name: str) -> None:

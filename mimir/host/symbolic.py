@@ -69,6 +69,7 @@ class Symbolic:
         self._names: dict[str, int] = {}
         self._low: dict[str, int] = {}  # free variable -> its lower bound
         self._vars: dict[str, Any] = {}  # free variable name -> its Z3 constant
+        self._reported_first: set[int] = set()  # conditions reported as a path's failure
         self.queries_left = QUERIES
         self.sat_unknowns = 0
         self.stated = ()
@@ -208,9 +209,22 @@ class Symbolic:
             return None
         held, demand = history[blamed]
         assert demand is not None
+        self._reported_first.add(held.get_id())
         pair = substitution(self.cancel(held), self.free)
         shown = _shown(held) if pair is None else f"{_shown(pair[0])} == {_shown(pair[1])}"
         return demand, shown.replace(" == ", " = ")
+
+    def _after_reported(self, cond: Any) -> bool:
+        """Whether `cond` can hold on its own and fails on a path that carries an equality
+        already reported as where the path fails (the next layer of a stack keeps the size
+        the first one pinned). Every input that reaches `cond` there has passed that
+        equality and failed after it, where the report's note says: one failure, one
+        report. A demand that fails on its own is still reported."""
+        if not self._reported_first or not variables(cond) & self.free:
+            return False
+        if not any(held.get_id() in self._reported_first for held, _ in self.path.history):
+            return False
+        return self._admits(cond, Path()) is True
 
     def _first_blamed(self, cond: Any, picks: list[int]) -> int | None:
         """The first of `picks` (indices into the history) whose condition alone refutes
@@ -249,6 +263,8 @@ class Symbolic:
         names = variables(cond)
         if z3.is_false(cond):
             first = self._contradicted(asked) if variables(asked) & self.free else None
+            if first is None and self._after_reported(asked):
+                return  # it fails because of a demand already reported as the failure
             raise RefutedError(code, message, labels=self.stated, why=NEVER, first=first)
         if self._bounded(cond):
             return  # `1 <= (h + 2 - 3)//2 + 1` of a size at least 1: its bounds say so
@@ -261,6 +277,8 @@ class Symbolic:
             status = self._satisfiable(cond)
             if status == z3.unsat:
                 first = self._contradicted(asked)
+                if first is None and self._after_reported(asked):
+                    return  # it fails because of a demand already reported as the failure
                 raise RefutedError(code, message, labels=self.stated, why=NEVER, first=first)
             if status == z3.sat:
                 self._assume(cond, self.demand_here(code, message), asked)
