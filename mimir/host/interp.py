@@ -8,6 +8,8 @@ every requirement a rule states is proven with the kernel checker's `Prover`
 - Assignments, tuples, attributes of `self`: values flow as written.
 - Branches: a condition known statically (`if self.downsample is not None`) picks its
   branch; otherwise both run and the join keeps what both agree on.
+- `try: import pkg ... except ImportError:` with a package neither the project's, the
+  standard library's nor known (`apex`): taken as not installed, the fallback runs.
 - Loops: a literal sequence (a `ModuleList`) is unrolled; any other loop runs
   its body until the loop-carried values agree, widening sizes that change to
   unknown (never unrolled forever).
