@@ -613,3 +613,31 @@ def test_a_readme_usage_example_states_the_configuration() -> None:
     assert Path(stated.span.path).name == "README.md"
     assert (stated.span.line, stated.span.column) == (13, 8)
     assert stated.message == "the sizes checked are those of `ReAttention(dim=64, heads=4)`"
+
+
+@pytest.mark.parametrize(
+    ("imported", "caught", "found"),
+    [
+        ("from apex.normalization import FusedRMSNorm as fused", "ImportError", True),
+        ("import apex.normalization as fused", "(ImportError, AttributeError)", True),
+        ("from apex.normalization import FusedRMSNorm as fused", "ValueError", False),
+        ("from os.path import join as fused", "ImportError", False),
+        ("from torch.nn import RMSNorm as fused", "ImportError", False),
+    ],
+)
+def test_only_a_package_nobody_knows_under_an_import_handler_takes_the_fallback(
+    imported: str, caught: str, found: bool
+) -> None:
+    src = (
+        "import torch\n"
+        "def norm(x):\n"
+        "    return torch.ones(2048) * x\n"
+        "try:\n"
+        f"    {imported}\n"
+        "    norm = fused\n"
+        f"except {caught}:\n"
+        "    pass\n"
+        "def f():\n"
+        "    return norm(torch.zeros(3, 512))\n"
+    )
+    assert [(line, code) for line, code, _ in _messages(src)] == ([(3, "GPU010")] if found else [])

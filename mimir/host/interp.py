@@ -7,7 +7,10 @@ every requirement a rule states is proven with the kernel checker's `Prover`
 
 - Assignments, tuples, attributes of `self`: values flow as written.
 - Branches: a condition known statically (`if self.downsample is not None`) picks its
-  branch; otherwise both run and the join keeps what both agree on.
+  branch; otherwise both run and the join keeps what both agree on (of two tuples of
+  different lengths, the items both begin with).
+- `try: import pkg ... except ImportError:` with a package neither the project's, the
+  standard library's nor known (`apex`): taken as not installed, the fallback runs.
 - Loops: a literal sequence (a `ModuleList`) is unrolled; any other loop runs
   its body until the loop-carried values agree, widening sizes that change to
   unknown (never unrolled forever).
@@ -84,6 +87,7 @@ from mimir.host.values import (
     ObjectV,
     OptionalV,
     PartialV,
+    PrefixV,
     ShapeOfV,
     SpreadV,
     StrV,
@@ -562,6 +566,8 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
                     lo, hi, st = (None if b is None else literal(b) for b in bounds)
                     return TupleV(base.items[lo:hi:st], base.is_list)
             return UNKNOWN
+        if isinstance(base, PrefixV):
+            return _prefix_item(base, index)
         if isinstance(base, LayerV) and isinstance(index, IntV) and literal(index.sym) is not None:
             k = literal(index.sym)
             assert k is not None
@@ -674,6 +680,11 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             return pyops.percent(a, b)
         if isinstance(a, TupleV) and isinstance(b, TupleV) and isinstance(op, ast.Add):
             return TupleV(a.items + b.items, a.is_list)
+        if isinstance(op, ast.Add) and isinstance(a, PrefixV):
+            return a  # what follows its known items is not known
+        if isinstance(op, ast.Add) and isinstance(a, TupleV) and not a.is_list:
+            if isinstance(b, PrefixV):
+                return PrefixV(a.items + b.items)
         if isinstance(a, HeadV) and isinstance(b, TupleV) and isinstance(op, ast.Add):
             return HeadV(a.tensor, a.drop, a.after + b.items)  # `x.size()[:-1] + (nf,)`
         return UNKNOWN
@@ -1296,6 +1307,18 @@ def _status(t: TensorV) -> int:
     if t.shape is not None and None not in t.shape:
         return KNOWN
     return PARTIAL if t.shape is not None or t.tail else UNKNOWN_SHAPE
+
+
+def _prefix_item(base: PrefixV, index: Any) -> Any:
+    """`outputs[0]`, `outputs[1:]` of a tuple whose first items are known."""
+    if isinstance(index, IntV):
+        k = literal(index.sym)
+        return base.items[k] if k is not None and 0 <= k < len(base.items) else UNKNOWN
+    if isinstance(index, tt.SliceV) and index.stop is None and index.step is None:
+        lo = 0 if index.start is None else literal(index.start)
+        if index.start != tt.UNREADABLE and lo is not None and lo >= 0:
+            return PrefixV(base.items[lo:])
+    return UNKNOWN
 
 
 _ORDER = {

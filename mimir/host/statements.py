@@ -12,7 +12,9 @@ otherwise. Unpacking the shape of a tensor of unknown rank fixes its rank.
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mimir.host import torch_table as tt
@@ -56,11 +58,13 @@ from mimir.host.values import (
     show_shape,
     show_tensor,
 )
+from mimir.project.resolve import resolve_module
 from mimir.solve.z3lib import z3
 
 LOOP_ROUNDS = 4
 UNROLL = 32
 _ORDERED = "collections.OrderedDict"  # a dict, as the host reads it
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 LIBRARIES = ("torch", "numpy", "jaxtyping", "mimir", "functools", "math", "einops")
 DTYPE_NAMES = {
     **tt.DTYPE_ALIASES,
@@ -149,6 +153,28 @@ class Statements:
         elif isinstance(stmt, (ast.Global, ast.Nonlocal, ast.Delete)):
             for name in getattr(stmt, "names", []):
                 env[name] = UNKNOWN
+
+    def _optional_dependency(self, stmt: ast.stmt) -> bool:
+        """Whether `stmt` imports a package that is neither the project's, nor the standard
+        library's, nor one the interpreter knows (`from apex.normalization import
+        FusedRMSNorm`)."""
+        if isinstance(stmt, ast.Import):
+            modules = [alias.name for alias in stmt.names]
+        elif isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+            modules = [stmt.module]
+        else:
+            return False
+        for module in modules:
+            top = module.split(".")[0]
+            if top in sys.stdlib_module_names or top in LIBRARIES:
+                return False
+            try:
+                target = resolve_module(Path(self.src.path).resolve(), module, 0, ())
+            except (OSError, ValueError):
+                return False
+            if not target.external:
+                return False
+        return True
 
     def imports(self, stmt: ast.Import | ast.ImportFrom, env: dict) -> None:
         if isinstance(stmt, ast.Import):
@@ -486,6 +512,17 @@ class Statements:
         self.block(stmt.orelse, env, frame)
 
     def try_(self, stmt: ast.Try, env: dict, frame: Frame | None) -> None:
+        if stmt.body and self._optional_dependency(stmt.body[0]) and _catches_import(stmt):
+            # `try: from apex.normalization import FusedRMSNorm ... except ImportError:`:
+            # the package is taken as not installed, so the project's fallback runs
+            for handler in stmt.handlers:
+                if _catches_import_error(handler):
+                    if handler.name:
+                        env[handler.name] = UNKNOWN
+                    self.block(handler.body, env, frame)
+                    break
+            self.block(stmt.finalbody, env, frame)
+            return
         paths = []
         body = dict(env)
         entry_path = self.path
@@ -514,6 +551,19 @@ class Statements:
         self.path = self.join_paths(live) if live else entry_path
         replace_env(env, join_envs(paths))
         self.block(stmt.finalbody, env, frame)
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    """Whether an `except` clause catches a failed import (`ImportError`, or wider)."""
+    if handler.type is None:
+        return True
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    names = [k.id if isinstance(k, ast.Name) else getattr(k, "attr", None) for k in kinds]
+    return any(name in _IMPORT_ERRORS for name in names)
+
+
+def _catches_import(stmt: ast.Try) -> bool:
+    return any(_catches_import_error(h) for h in stmt.handlers)
 
 
 def _none_test(test: ast.expr) -> bool:

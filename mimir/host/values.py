@@ -119,6 +119,15 @@ class TupleV:
 
 
 @dataclass(frozen=True)
+class PrefixV:
+    """A tuple whose first items are known and whose length is not: `outputs` that is
+    `(h, bias)` on one path and `(h, bias, weights)` on another. Indexing a known item and
+    slicing off the first ones are exact; what reads its length or its last items is not."""
+
+    items: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
 class DTypeV:
     name: str
 
@@ -415,6 +424,10 @@ def join(a: Any, b: Any, depth: int = 0) -> Any:
         return FloatV()
     if isinstance(a, TupleV) and isinstance(b, TupleV) and len(a.items) == len(b.items):
         return TupleV(tuple(join(x, y) for x, y in zip(a.items, b.items, strict=True)), a.is_list)
+    if _tuple_like(a) and _tuple_like(b):
+        # tuples of different lengths: the items both begin with
+        prefix = tuple(join(x, y, depth) for x, y in zip(a.items, b.items, strict=False))
+        return PrefixV(prefix) if prefix else UNKNOWN
     if isinstance(a, BoolV) and isinstance(b, BoolV):
         return a if a.value == b.value else BoolV(None)
     if isinstance(a, OptionalV) and isinstance(b, TensorV):
@@ -452,6 +465,10 @@ def _join_caches(a: Any, b: Any) -> Any:
     return OptionalV(cache) if optional else cache
 
 
+def _tuple_like(v: Any) -> bool:
+    return isinstance(v, PrefixV) or isinstance(v, TupleV) and not v.is_list
+
+
 def agree(a: Any, b: Any) -> bool:
     """Whether two values carry the same facts (a loop has reached its fixpoint)."""
     if isinstance(a, TensorV) and isinstance(b, TensorV):
@@ -466,7 +483,8 @@ def agree(a: Any, b: Any) -> bool:
         )
     if isinstance(a, IntV) and isinstance(b, IntV):
         return (a.sym is None and b.sym is None) or same(a.sym, b.sym)
-    if isinstance(a, TupleV) and isinstance(b, TupleV):
+    both = (TupleV, TupleV), (PrefixV, PrefixV)
+    if any(isinstance(a, x) and isinstance(b, y) for x, y in both):
         return len(a.items) == len(b.items) and all(
             agree(x, y) for x, y in zip(a.items, b.items, strict=True)
         )
