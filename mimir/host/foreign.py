@@ -101,14 +101,15 @@ class Foreign:
         return LazyName(str(target.path.resolve()), name, depth)
 
     def star_imported(self, stmt: ast.ImportFrom) -> dict[str, Any]:
-        """What `from m import *` binds: each public name of `m` (its `__all__` when that is
-        a literal list), each read when first used; nothing when `m` is not in the project."""
+        """What `from m import *` binds: each public name of module `m` (its `__all__` when
+        that is a literal list), each read when first used; nothing when `m` is not a
+        module of the project (or is a package)."""
         try:
             target = resolve_module(Path(self.src.path).resolve(), stmt.module, stmt.level, ())
         except (OSError, ValueError):
             return {}
         if target.path is None or target.path.name == "__init__.py":
-            return {}  # a package's names are its submodules' too: not listed here
+            return {}  # a package's `__init__` (its own star imports would run much of it)
         parsed = _parse(target.path)
         if parsed is None:
             return {}

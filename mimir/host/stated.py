@@ -111,8 +111,6 @@ def _readme_blocks(root: str) -> list[tuple[str, list[ast.Module]]]:
     """The Python code blocks of the project's README (fenced, marked `python` or not),
     each parsed with the README's own line numbers; a block that does not parse (a shell
     session, `>>>` prompts) is left out. Read again only when the README changes."""
-    out: list[tuple[str, list[ast.Module]]] = []
-    stats: list[int] = []
     for name in _READMES:
         path = os.path.join(root, name)
         try:
@@ -120,25 +118,22 @@ def _readme_blocks(root: str) -> list[tuple[str, list[ast.Module]]]:
         except OSError:
             continue
         if st.st_size > _MAX_BYTES:
-            continue
-        stats += [st.st_mtime_ns, st.st_size]
+            return []
         cached = _BLOCKS.get(path)
-        if cached is not None and cached[0] == (st.st_mtime_ns, st.st_size):
-            out += cached[1]
-            continue
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-        except (OSError, UnicodeDecodeError):
-            continue
-        found = [(os.path.abspath(path), _code_blocks(text))]
-        _BLOCKS[path] = ((st.st_mtime_ns, st.st_size), found)
-        out += found
-        break
-    return out
+        if cached is None or cached[0] != (st.st_mtime_ns, st.st_size):
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    text = handle.read()
+            except (OSError, UnicodeDecodeError):
+                return []
+            cached = ((st.st_mtime_ns, st.st_size), [(os.path.abspath(path), _code_blocks(text))])
+            _BLOCKS[path] = cached
+        return cached[1]
+    return []
 
 
 def _code_blocks(text: str) -> list[ast.Module]:
+    """Each fenced block of `text` in Python (or no language), parsed where it stands."""
     blocks: list[ast.Module] = []
     lines = text.splitlines()
     k = 0
