@@ -641,3 +641,20 @@ def test_only_a_package_nobody_knows_under_an_import_handler_takes_the_fallback(
         "    return norm(torch.zeros(3, 512))\n"
     )
     assert [(line, code) for line, code, _ in _messages(src)] == ([(3, "GPU010")] if found else [])
+
+
+def test_a_note_in_another_file_is_named_as_the_checked_files_are(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The README and an imported module are found by their absolute paths; a note
+    names them relative to the working folder they lie below, as the files checked are."""
+    from mimir.diagnostics.render import text
+
+    monkeypatch.chdir(REPO)
+    model = "tests/projects/readme_stated/vitlike/model.py"
+    (d,) = check_source(model, (REPO / model).read_text()).diagnostics
+    assert "  note: tests/projects/readme_stated/README.md:13:8: the sizes" in text.render(d)
+    example = "tests/projects/stated/example.py"
+    (d,) = check_source(example, (REPO / example).read_text()).diagnostics
+    assert "  note: tests/projects/stated/net/model.py:19:16: it fails here" in text.render(d)
+    assert str(REPO) not in text.render(d)

@@ -25,7 +25,7 @@ from mimir.host.flow import aliases
 from mimir.host.values import UNKNOWN, ApiV
 from mimir.parse.module import ModuleInfo, read_module, walk_statements
 from mimir.parse.spans import SourceFile
-from mimir.project.index import parsed_once
+from mimir.project.index import parsed_once, shown_path
 from mimir.project.resolve import resolve_module
 
 MAX_DEPTH = 2  # an imported module and what it imports are read; one level more is not
@@ -145,7 +145,7 @@ class Foreign:
         if parsed is None:
             return None
         text, tree = parsed
-        source = SourceFile(key, text)
+        source = SourceFile(shown_path(Path(key)), text)  # named as the checked files are
         info = read_module(source, tree)
         home = Home(info, aliases(info), depth=depth)
         for node in walk_statements(tree):

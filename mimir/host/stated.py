@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mimir.parse.module import walk_statements
+from mimir.project.index import shown_path
 from mimir.project.resolve import package_root
 
 _MAX_FILES = 3000
@@ -253,7 +254,7 @@ def _in_calls(
             continue  # a keyword this class does not take: another class of that name
         text = ast.unparse(call)
         return StatedCall(
-            path,
+            shown_path(Path(path)),
             call.lineno,
             call.col_offset + 1,
             call.end_lineno or call.lineno,

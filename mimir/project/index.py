@@ -216,7 +216,7 @@ class Project:
                 return None
             self._reading.add(path)
             try:
-                source = SourceFile(_shown(path), self.text(path) or "")
+                source = SourceFile(shown_path(path), self.text(path) or "")
                 self._exports[key] = read_module(source, tree, self.resolver(path, chosen))
             finally:
                 self._reading.discard(path)
@@ -458,7 +458,7 @@ def _binding_span(info: ModuleInfo, name: str) -> Span | None:
     return None
 
 
-def _shown(path: Path) -> str:
+def shown_path(path: Path) -> str:
     """How a diagnostic names another module of the project: relative to the working
     directory when it lies below it (as the checked files are named), else absolute."""
     try:
