@@ -25,7 +25,7 @@ from mimir.host.values import (
     TupleV,
     agree,
     const,
-    join,
+    join_all,
     literal,
 )
 from mimir.parse.module import ModuleInfo, import_statements
@@ -142,10 +142,7 @@ def join_envs(envs: list[dict]) -> dict:
         if any(name not in e for e in live):
             out[name] = UNKNOWN
             continue
-        v = values[0]
-        for w in values[1:]:
-            v = join(v, w)
-        out[name] = v
+        out[name] = join_all(values)
     return out
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mimir.host.values import UNKNOWN, CachesV, CacheV, IntV, MethodV, TensorV, TupleV, join
+from mimir.host.values import UNKNOWN, CachesV, CacheV, IntV, MethodV, TensorV, TupleV, join_all
 
 MODULE = "transformers.cache_utils"
 # every class whose instances are caches; the first group derives from `Cache` alone in
@@ -98,7 +98,7 @@ def attribute(cache: CacheV | CachesV, attr: str) -> Any:
         found = [attribute(c, attr) for c in cache.options]
         if all(isinstance(f, MethodV) for f in found):
             return MethodV(cache, attr)
-        return _agreed(found)
+        return join_all(found)
     if attr in _METHODS:
         return MethodV(cache, attr)
     if cache.kind == "EncoderDecoderCache" and attr in _PARTS and cache.parts:
@@ -106,16 +106,9 @@ def attribute(cache: CacheV | CachesV, attr: str) -> Any:
     return UNKNOWN
 
 
-def _agreed(values: list[Any]) -> Any:
-    out = values[0]
-    for v in values[1:]:
-        out = join(out, v)
-    return out
-
-
 def method(cache: CacheV | CachesV, name: str, args: list, kwargs: dict) -> Any:
     if isinstance(cache, CachesV):
-        return _agreed([method(c, name, args, kwargs) for c in cache.options])
+        return join_all([method(c, name, args, kwargs) for c in cache.options])
     if name == "get_seq_length":
         return IntV(None)
     if name != "update" or cache.kind not in _CONCATENATING:

@@ -98,6 +98,7 @@ from mimir.host.values import (
     arith,
     const,
     join,
+    join_all,
     literal,
     product,
 )
@@ -1183,11 +1184,9 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             frame.paths.append(self.path)
         if frame.paths:
             self.path = self.join_paths(frame.paths)
-        result = frame.returns[0] if frame.returns else UNKNOWN  # every path raised
+        result = join_all(frame.returns)  # unknown when every path raised
         if standalone:
             self.last_raised = not frame.returns
-        for r in frame.returns[1:]:
-            result = join(result, r)
         if memo is not None:
             self._memo[memo] = result
         if summary is not None:

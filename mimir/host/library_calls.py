@@ -32,7 +32,7 @@ from mimir.host.values import (
     TensorV,
     TupleV,
     const,
-    join,
+    join_all,
     literal,
 )
 
@@ -156,10 +156,7 @@ class Library:
                 return TensorV(iterable.shape[1:], iterable.dtype, iterable.lib)
             return TensorV(None, iterable.dtype, iterable.lib)
         if isinstance(iterable, TupleV) and iterable.items:
-            out = iterable.items[0]
-            for x in iterable.items[1:]:
-                out = join(out, x)
-            return out
+            return join_all(iterable.items)
         if isinstance(iterable, Dataset):
             return TupleV(tuple(self.element(t) for t in iterable.tensors))
         if isinstance(iterable, LayerV) and iterable.kind in ("ModuleList", "Sequential"):

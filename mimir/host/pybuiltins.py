@@ -38,7 +38,7 @@ from mimir.host.values import (
     TensorV,
     TupleV,
     const,
-    join,
+    join_all,
     literal,
 )
 
@@ -224,9 +224,7 @@ class PyBuiltins:
                 if self.loop_depth or not receiver.exact:
                     # filled in a loop the interpreter does not count: what any item is
                     merged = [*receiver.items, *new]
-                    one = merged[0] if merged else UNKNOWN
-                    for x in merged[1:]:
-                        one = join(one, x)
+                    one = join_all(merged)
                     receiver.items = [one] if one is not UNKNOWN else []
                     receiver.exact = False
                 else:

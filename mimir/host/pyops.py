@@ -27,7 +27,7 @@ from mimir.host.values import (
     TensorV,
     TupleV,
     const,
-    join,
+    join_all,
     literal,
 )
 from mimir.solve.z3lib import z3
@@ -46,10 +46,7 @@ def short_circuit(values: list[Any], truths: list[bool | None], is_or: bool) -> 
             candidates.append(v)
     else:
         candidates.append(values[-1])
-    out = candidates[0]
-    for v in candidates[1:]:
-        out = join(out, v)
-    return out
+    return join_all(candidates)
 
 
 def float_op(op: ast.operator, a: IntV | FloatV, b: IntV | FloatV) -> FloatV:

@@ -10,6 +10,7 @@ carries no facts, so nothing computed from it is ever reported.
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -437,6 +438,16 @@ def join(a: Any, b: Any, depth: int = 0) -> Any:
         return OptionalV(join(a, b.value, depth))
     caches = _join_caches(a, b)
     return UNKNOWN if caches is None else caches
+
+
+def join_all(values: Sequence[Any]) -> Any:
+    """What every one of `values` agrees on (`join` of them all); unknown when none."""
+    if not values:
+        return UNKNOWN
+    out = values[0]
+    for v in values[1:]:
+        out = join(out, v)
+    return out
 
 
 _CACHE_OPTIONS = 4  # more classes of cache met at one join than this: unknown
