@@ -805,19 +805,24 @@ class HostChecker(Statements, Objects, Library, Foreign, Symbolic, Modular, PyBu
             self._guarding.pop()
 
     def demand_here(self, code: str, message: str) -> Demand | None:
-        if not self._guarding or self.site is not None:
+        guarded = self._guarded_run()
+        if guarded is None:
             return None
-        node, env, run = self._guarding[-1]
-        if run is None:
-            return None
+        node, env, run = guarded
         derived = not _reads_parameter(node, env, run)
         return Demand(node, code, message, self.stated, run.number, derived)
 
     def frame_here(self) -> int | None:
+        guarded = self._guarded_run()
+        return None if guarded is None else guarded[2].number
+
+    def _guarded_run(self) -> tuple[ast.AST, dict | None, _Run] | None:
+        """The rule running now, in the checked file, inside a function run: its node,
+        the scope it reads and the run (None otherwise)."""
         if not self._guarding or self.site is not None:
             return None
-        run = self._guarding[-1][2]
-        return None if run is None else run.number
+        node, env, run = self._guarding[-1]
+        return None if run is None else (node, env, run)
 
     # ------------------------------------------------------------ calls
 
